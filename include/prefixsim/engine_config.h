@@ -1,0 +1,103 @@
+// The engine configuration: vLLM's knobs under vLLM's names (DESIGN §4.3).
+#ifndef PREFIXSIM_ENGINE_CONFIG_H_
+#define PREFIXSIM_ENGINE_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prefixsim/model.h"
+
+namespace prefixsim {
+
+// One item of a backend's get_supported_kernel_block_sizes(): an exact size, or any multiple of
+// `value` (reference §3.1).
+struct KernelBlockSize {
+  int value = 16;
+  bool multiple_of = false;
+  bool Accepts(int64_t block_size) const {
+    return multiple_of ? block_size % value == 0 : block_size == value;
+  }
+};
+
+struct AttentionBackend {
+  std::string name;
+  std::vector<KernelBlockSize> kernel_block_sizes;
+  // Block size the platform picks for this backend when the user sets none (reference §4).
+  int preferred_block_size = 16;
+};
+
+// The built-in backend table (reference §3.1, DESIGN §4.3). NotFound for an unknown name.
+absl::StatusOr<AttentionBackend> LookupBackend(std::string_view name);
+std::vector<std::string> BuiltinBackendNames();
+
+enum class MambaCacheMode { kNone, kAlign, kAll };
+std::string_view MambaCacheModeName(MambaCacheMode mode);
+
+// How the number of accepted draft tokens per verification step is drawn.
+struct AcceptanceConfig {
+  std::string model = "geometric";  // geometric | per_position | empirical | trace
+  std::vector<double> rates;        // geometric: one rate; per_position: one per draft position
+  std::vector<double> histogram;    // empirical: weight of accepting 0..k drafts
+};
+
+struct SpeculativeConfig {
+  bool enabled = false;
+  std::string method = "dspark";  // eagle, eagle3, mtp, dspark, draft_model, ngram, suffix, medusa
+  int num_speculative_tokens = 0;
+  // Whether the EAGLE/MTP last-unit drop (reference §9.4) applies. Unset: decided by method.
+  std::optional<bool> eagle_block_drop;
+  AcceptanceConfig acceptance;
+
+  // Lookahead slots reserved per decode step (reference §11): k for EAGLE/MTP/DSpark/draft model
+  // methods, 0 for ngram/suffix/medusa.
+  int LookaheadTokens() const;
+};
+
+struct CostModelConfig {
+  std::string kind = "analytic";  // analytic | table
+  std::string gpu = "h200";       // analytic presets: h100, h200
+  std::string table_path;         // table: measured times (CSV)
+};
+
+struct EngineConfig {
+  // Primary block size; unset means the backend's preference, raised by mamba alignment.
+  std::optional<int> block_size;
+  // Attention backend per layer kind. Kinds not listed use "default_backend".
+  std::map<LayerKind, AttentionBackend> backends;
+  AttentionBackend default_backend;  // FLASH_ATTN unless the JSON says otherwise
+  std::optional<int64_t> kv_cache_bytes;
+  std::optional<int64_t> num_gpu_blocks;
+  int64_t max_num_batched_tokens = 8192;
+  int64_t max_num_seqs = 256;
+  int64_t max_model_len = 131072;
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+  int64_t long_prefill_token_threshold = 0;
+  std::optional<int> prefix_match_unit;
+  MambaCacheMode mamba_cache_mode = MambaCacheMode::kAlign;
+  int tensor_parallel_size = 1;
+  int decode_context_parallel_size = 1;
+  // Shared padded page for skip-quant layers (reference §5); unset in the common case.
+  std::optional<int64_t> skip_page_size_padded;
+  bool disable_hybrid_kv_cache_manager = false;
+  SpeculativeConfig speculative;
+  CostModelConfig cost_model;
+  std::string source;  // where it was read from (for messages)
+
+  // The backend that serves layers of `kind`.
+  const AttentionBackend& BackendFor(LayerKind kind) const;
+};
+
+// Parses an engine JSON. `source` names the file in error messages.
+absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_view source);
+// Reads an engine JSON file, or the name of a preset in configs/engines/ (without ".json").
+absl::StatusOr<EngineConfig> LoadEngine(std::string_view path_or_preset);
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_ENGINE_CONFIG_H_

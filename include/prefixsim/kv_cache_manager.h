@@ -1,0 +1,87 @@
+// The KV cache manager: the only door from the scheduler to KV memory (DESIGN §2). It mirrors
+// vLLM v1's KVCacheManager (reference §9–§10, §12): prefix lookup at admission, slot allocation
+// with lookahead, caching while running, freeing tail first.
+#ifndef PREFIXSIM_KV_CACHE_MANAGER_H_
+#define PREFIXSIM_KV_CACHE_MANAGER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/request.h"
+
+namespace prefixsim {
+
+struct KvCacheOptions {
+  // Run the full invariant checker after every operation (tests; slow).
+  bool check_invariants = false;
+  // Tokens per request that a multi-module MTP drafter re-prefills and that are never cached
+  // (reference §10.2 num_reprefillable); 0 otherwise.
+  int64_t num_reprefillable_tokens = 0;
+};
+
+struct KvCacheCounters {
+  int64_t evicted_blocks = 0;     // cached blocks whose hash was dropped to reuse them
+  int64_t cached_blocks = 0;      // blocks published to the prefix index
+  int64_t allocated_blocks = 0;   // blocks handed out by the pool
+};
+
+// Result of a prefix lookup for one request.
+struct PrefixHit {
+  int64_t hit_tokens = 0;  // num_new_local_computed_tokens: a multiple of the hit alignment A
+  // Tokens found cached in every group but cut off by the alignment to A (DESIGN §4.5).
+  int64_t alignment_loss_tokens = 0;
+};
+
+class KvCacheManager {
+ public:
+  // REQUIRES: plan.num_blocks >= 2 (the null block plus one usable block).
+  KvCacheManager(const KvPlan& plan, const KvCacheOptions& options = {});
+  ~KvCacheManager();
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  // Starts tracking a request. REQUIRES: *request outlives RemoveRequest(request->id); ids unique.
+  void AddRequest(const Request* request);
+  // Stops tracking. REQUIRES: its blocks were freed with Free().
+  void RemoveRequest(uint64_t request_id);
+
+  // Tells the manager that the request's verified token count (prompt + accepted outputs, no
+  // drafts) is now `num_tokens`. Output tokens beyond Request::output get unique content.
+  void SetNumTokens(uint64_t request_id, int64_t num_tokens);
+
+  // Prefix lookup for a request that holds no blocks (new, or preempted and reset): the longest
+  // hit with max_hit = num_tokens - 1 (reference §9). The matched blocks are remembered and taken
+  // by the next AllocateSlots call for this request. Without prefix caching, returns {0, 0}.
+  PrefixHit GetComputedBlocks(uint64_t request_id);
+
+  // Allocates blocks so that the request can hold num_computed_tokens + num_new_computed_tokens +
+  // num_new_tokens (+ num_lookahead_tokens, capped at max_model_len) tokens, all groups or none
+  // (reference §10.1). num_new_computed_tokens is the hit from GetComputedBlocks (0 after the first
+  // step). Then caches full blocks up to min(computed + new, num_tokens), under the hybrid
+  // round-down to S. Returns false, changing nothing, if there are not enough free blocks.
+  bool AllocateSlots(uint64_t request_id, int64_t num_computed_tokens, int64_t num_new_tokens,
+                     int64_t num_new_computed_tokens, int64_t num_lookahead_tokens);
+
+  // Frees all of the request's blocks, tail first (reference §8.2). The request stays registered
+  // and may look up and allocate again (preemption).
+  void Free(uint64_t request_id);
+
+  int64_t num_free_blocks() const;   // free and cached-free blocks (not the null block)
+  int64_t num_usable_blocks() const;  // num_blocks - 1
+  double usage() const;              // 1 - free / usable
+  const KvCacheCounters& counters() const;
+  const KvPlan& plan() const;
+
+  // Checks every invariant (block states, reference counts vs block tables); aborts on failure.
+  void CheckInvariants() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_KV_CACHE_MANAGER_H_

@@ -1,0 +1,55 @@
+// The KV cache plan: what vLLM's startup pipeline decides (reference §1–§7).
+#ifndef PREFIXSIM_KV_PLAN_H_
+#define PREFIXSIM_KV_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prefixsim/engine_config.h"
+#include "prefixsim/model.h"
+
+namespace prefixsim {
+
+// One KV cache group as vLLM forms them (reference §6.3): layers of one spec sharing block ids.
+struct KvGroup {
+  LayerKind kind = LayerKind::kFullAttention;
+  int num_layers = 0;          // real layers in the group
+  int num_padding_layers = 0;  // virtual layers added by the group_size rule
+  int num_drafter_layers = 0;  // how many of num_layers belong to the drafter
+  int block_size = 0;          // tokens per block of this group (B_g)
+  int64_t page_bytes = 0;      // bytes of one block for one layer, padding included
+  int64_t padding_bytes = 0;   // page_bytes minus the real page of one layer
+  int64_t sliding_window = 0;  // sliding_window groups
+  int64_t attention_chunk_size = 0;  // chunked_local groups
+  bool prefix_cacheable = true;
+  bool is_eagle_group = false;  // the EAGLE/MTP drop applies to this group (reference §9.4)
+  bool drafter() const { return num_drafter_layers > 0; }
+};
+
+struct KvPlan {
+  std::string policy;
+  std::vector<KvGroup> groups;
+  int primary_block_size = 0;    // cache_config.block_size after §4
+  int group_size = 0;            // layers per group (§6.3)
+  int64_t scheduler_block_size = 0;  // S = lcm of group block sizes (§7)
+  int64_t hash_block_size = 0;       // H = gcd or prefix_match_unit (§7)
+  int64_t hit_alignment = 0;         // A = H with partial hits, else S
+  bool partial_hits = false;
+  bool full_allocation_fallback = false;  // SWA promoted to full attention (§6.1 step 7)
+  int64_t num_blocks = 0;        // including the null block
+  int64_t bytes_per_block = 0;   // max over groups of summed pages
+  bool enable_prefix_caching = true;
+  bool hybrid() const { return groups.size() > 1; }
+  std::vector<std::string> warnings;
+};
+
+// Computes the plan. Errors (InvalidArgument) for configurations vLLM refuses at startup.
+// `policy` names a registered block-size policy.
+absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
+                                     std::string_view policy);
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_KV_PLAN_H_

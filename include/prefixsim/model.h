@@ -1,0 +1,79 @@
+// The model: a list of layer groups with their KV shapes (DESIGN §4.2).
+#ifndef PREFIXSIM_MODEL_H_
+#define PREFIXSIM_MODEL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace prefixsim {
+
+enum class LayerKind { kFullAttention, kMla, kSlidingWindow, kChunkedLocal, kMamba };
+
+// "full_attention", "mla", "sliding_window", "chunked_local", "mamba".
+std::string_view LayerKindName(LayerKind kind);
+std::optional<LayerKind> ParseLayerKind(std::string_view name);
+inline bool IsAttention(LayerKind kind) { return kind != LayerKind::kMamba; }
+
+enum class KvDtype { kBf16, kFp16, kFp8, kFp32 };
+std::string_view KvDtypeName(KvDtype dtype);
+std::optional<KvDtype> ParseKvDtype(std::string_view name);
+int KvDtypeBytes(KvDtype dtype);
+
+// One entry of the model's "layers" list: `count` identical layers.
+struct LayerSpec {
+  LayerKind kind = LayerKind::kFullAttention;
+  int count = 1;
+  // full_attention / sliding_window / chunked_local shape (per tensor-parallel rank).
+  int num_kv_heads = 0;
+  int head_size = 0;
+  int head_size_v = 0;  // 0: same as head_size.
+  // mla shape: one latent tensor of kv_lora_rank + qk_rope_head_dim elements per token.
+  int kv_lora_rank = 0;
+  int qk_rope_head_dim = 0;
+  // If > 0, replaces the shape-derived bytes per token of an attention layer.
+  int64_t bytes_per_token_override = 0;
+  int64_t sliding_window = 0;        // tokens; sliding_window only.
+  int64_t attention_chunk_size = 0;  // tokens; chunked_local only.
+  int64_t state_bytes = 0;           // mamba only: the whole per-request state page.
+  KvDtype kv_dtype = KvDtype::kBf16;
+  // Speculative-decoding drafter layers exist only when the engine enables speculation.
+  bool drafter = false;
+
+  // Bytes of KV per token for one layer (reference §2.1). REQUIRES: IsAttention(kind).
+  int64_t BytesPerToken() const;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::vector<LayerSpec> layers;
+  std::string source;  // where it was read from (for messages)
+};
+
+// Options for reading a model file. HuggingFace configs lack some fields; these supply them.
+struct ModelLoadOptions {
+  int tensor_parallel_size = 1;
+  std::optional<KvDtype> kv_dtype;  // default KV dtype for HF configs (bf16 if unset)
+};
+
+// Parses a native model JSON (DESIGN §4.2). `source` names the file in error messages.
+absl::StatusOr<ModelSpec> ParseModelJson(std::string_view text, std::string_view source);
+
+// Reads a model file: the native form, or a HuggingFace config.json (detected by its fields),
+// or the name of a preset in configs/models/ (without ".json").
+absl::StatusOr<ModelSpec> LoadModel(std::string_view path_or_preset,
+                                    const ModelLoadOptions& options = {});
+
+// Converts a HuggingFace config.json text to a ModelSpec (issue 7; sim/plan/hf_config.cc).
+absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view source,
+                                         const ModelLoadOptions& options);
+// True if the JSON text looks like a HuggingFace config (has model_type or architectures).
+bool LooksLikeHfConfig(std::string_view text);
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_MODEL_H_

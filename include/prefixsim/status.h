@@ -1,0 +1,71 @@
+// Status helpers. Debian's Abseil (20220623) has no RETURN_IF_ERROR or CHECK, so prefixsim
+// carries its own small macros.
+#ifndef PREFIXSIM_STATUS_H_
+#define PREFIXSIM_STATUS_H_
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#define PREFIXSIM_CONCAT_INNER_(a, b) a##b
+#define PREFIXSIM_CONCAT_(a, b) PREFIXSIM_CONCAT_INNER_(a, b)
+
+// Returns from the enclosing function if `expr` yields a non-OK absl::Status.
+#define PREFIXSIM_RETURN_IF_ERROR(expr)                  \
+  do {                                                   \
+    ::absl::Status prefixsim_status_ = (expr);           \
+    if (!prefixsim_status_.ok()) return prefixsim_status_; \
+  } while (false)
+
+// `lhs` = value of the absl::StatusOr `expr`, or returns its error.
+#define PREFIXSIM_ASSIGN_OR_RETURN(lhs, expr) \
+  PREFIXSIM_ASSIGN_OR_RETURN_IMPL_(PREFIXSIM_CONCAT_(prefixsim_statusor_, __LINE__), lhs, expr)
+#define PREFIXSIM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                     \
+  if (!tmp.ok()) return tmp.status();                    \
+  lhs = std::move(tmp).value()
+
+// Broken invariants inside the engine are bugs, not input errors: abort with file:line.
+#define PREFIXSIM_CHECK(cond)                                                            \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      std::fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                      \
+    }                                                                                    \
+  } while (false)
+
+#ifdef NDEBUG
+#define PREFIXSIM_DCHECK(cond) \
+  do {                         \
+  } while (false)
+#else
+#define PREFIXSIM_DCHECK(cond) PREFIXSIM_CHECK(cond)
+#endif
+
+namespace prefixsim {
+
+// Exit codes of the CLI (DESIGN §4.1).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntimeFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Bad input (config, trace, flag values) is InvalidArgument or NotFound; everything else maps to
+// a runtime failure.
+inline int ExitCodeFor(const absl::Status& status) {
+  if (status.ok()) return kExitOk;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitBadInput;
+    default:
+      return kExitRuntimeFailure;
+  }
+}
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_STATUS_H_

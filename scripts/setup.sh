@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages prefixsim needs to build and test. Safe to re-run.
+set -euo pipefail
+packages=(cmake g++ make pkg-config
+  libabsl-dev libboost-graph-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev
+  zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,18 @@
+// Placeholder until the subcommand is implemented; it says so and fails.
+#include <iostream>
+
+#include "sim/cli/commands.h"
+#include "prefixsim/status.h"
+
+namespace prefixsim::cli {
+
+void AddGenTraceCommand(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand("gen-trace", "(not implemented yet)");
+  cmd->allow_extras();
+  cmd->callback([&ctx] {
+    std::cerr << "prefixsim gen-trace: not implemented yet\n";
+    ctx.exit_code = kExitRuntimeFailure;
+  });
+}
+
+}  // namespace prefixsim::cli
