@@ -1,0 +1,139 @@
+// The engine: a discrete-event replay of one vLLM v1 engine serving a trace (DESIGN §2, §4.5;
+// reference §11, §12). Continuous batching, chunked prefill, recompute preemption, speculative
+// decoding and a step-time cost model drive a KvCacheManager; the result holds the prefix-cache
+// statistics as vLLM logs them, the loss to the hit alignment, and latency.
+#ifndef PREFIXSIM_ENGINE_H_
+#define PREFIXSIM_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prefixsim/engine_config.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/model.h"
+#include "prefixsim/trace.h"
+
+namespace prefixsim {
+
+struct ReplayProgress {
+  int64_t requests_read = 0;      // arrivals so far
+  int64_t requests_finished = 0;  // finished or skipped
+  int64_t sim_time_ns = 0;
+};
+
+struct ReplayOptions {
+  // Seeds the only random source (std::mt19937_64): the acceptance model.
+  uint64_t seed = 0;
+  // Runs the KV manager's invariant checker after every operation (tests; slow).
+  bool check_invariants = false;
+  // Keep one RequestRecord per request (the per-request CSV). Off saves memory.
+  bool record_requests = true;
+  // Requests in the sliding window of vLLM's logged hit rate (reference §12, CachingMetrics).
+  int64_t hit_rate_window_requests = 1000;
+  // Use Request::accepted_lengths when a request carries them, whatever the acceptance model.
+  bool use_trace_accepted_lengths = true;
+  // Called about every `progress_interval_requests` arrivals and once at the end (may be empty).
+  std::function<void(const ReplayProgress&)> progress;
+  int64_t progress_interval_requests = 500;
+  // Analytic cost model: active parameters per forward pass (all ranks); 0 = estimated from the
+  // model's layer count (sim/cost/analytic.cc).
+  double cost_active_params = 0;
+};
+
+// vLLM's PrefixCacheStats (reference §12): token-level, recorded when a waiting request is
+// admitted. Re-admissions of preempted requests go to the preempted_* fields.
+struct PrefixCacheStats {
+  int64_t requests = 0;
+  int64_t queries = 0;
+  int64_t hits = 0;
+  int64_t preempted_requests = 0;
+  int64_t preempted_queries = 0;
+  int64_t preempted_hits = 0;
+  // hits / queries over non-preempted admissions (0 when there were none).
+  double hit_rate() const { return queries > 0 ? static_cast<double>(hits) / queries : 0.0; }
+};
+
+struct SpecDecodeStats {
+  int64_t num_drafts = 0;       // verification steps that carried at least one draft
+  int64_t draft_tokens = 0;     // draft tokens verified
+  int64_t accepted_tokens = 0;  // of which accepted
+  std::vector<int64_t> accepted_per_position;  // accepted drafts at position 0..k-1
+  // vLLM's mean acceptance length: 1 + accepted_tokens / num_drafts (1 without drafts).
+  double mean_acceptance_length() const {
+    return num_drafts > 0 ? 1.0 + static_cast<double>(accepted_tokens) / num_drafts : 1.0;
+  }
+  double acceptance_rate() const {
+    return draft_tokens > 0 ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0;
+  }
+};
+
+struct LatencySummary {
+  int64_t count = 0;
+  double mean_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+// One request's life (the per-request CSV, DESIGN §4.5). Times in ns; -1 = did not happen.
+struct RequestRecord {
+  uint64_t id = 0;
+  int64_t arrival_ns = 0;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;          // generated
+  int64_t hit_tokens = 0;             // prefix hit at the first admission
+  int64_t alignment_loss_tokens = 0;  // at the first admission
+  int64_t first_token_ns = -1;
+  int64_t finish_ns = -1;
+  int32_t preemptions = 0;
+  // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt".
+  std::string skipped;
+};
+
+struct ReplayResult {
+  std::string policy;
+  KvPlan plan;
+  int64_t requests = 0;          // requests read from the trace
+  int64_t finished_requests = 0;
+  // Requests not served: the prompt exceeds max_model_len (vLLM rejects them at input), or the
+  // request cannot fit in the whole KV cache (vLLM would wait forever).
+  int64_t skipped_prompt_too_long = 0;
+  int64_t skipped_does_not_fit = 0;
+  int64_t skipped_empty_prompt = 0;
+  int64_t out_of_order_arrivals = 0;  // arrivals earlier than the previous one (clamped)
+
+  PrefixCacheStats prefix_cache;
+  // vLLM's logged "Prefix cache hit rate": the last hit_rate_window_requests admissions.
+  double recent_hit_rate = 0;
+  int64_t alignment_loss_tokens = 0;            // non-preempted admissions
+  int64_t preempted_alignment_loss_tokens = 0;  // preempted re-admissions
+  int64_t evicted_blocks = 0;
+  int64_t cached_blocks = 0;
+  int64_t preemptions = 0;
+  SpecDecodeStats spec_decode;
+
+  int64_t num_steps = 0;
+  int64_t prompt_tokens = 0;    // of served requests
+  int64_t output_tokens = 0;    // generated
+  int64_t computed_tokens = 0;  // tokens run through the model (prefill + decode + drafts)
+  int64_t max_running = 0;      // peak batch size (requests)
+  double mean_kv_usage = 0;     // step-weighted KV cache usage
+
+  LatencySummary ttft, tpot, e2e;
+  int64_t sim_time_ns = 0;  // first arrival to last finish
+  double requests_per_s = 0, prompt_tokens_per_s = 0, output_tokens_per_s = 0;  // simulated
+  double wall_time_s = 0;  // host time of the replay (not deterministic)
+
+  std::vector<RequestRecord> per_request;  // in trace order, if ReplayOptions::record_requests
+};
+
+// Replays the trace through one engine. Errors: bad trace records, bad acceptance or cost-model
+// configuration (InvalidArgument / NotFound), or an engine that cannot make progress with this
+// configuration (FailedPrecondition, e.g. max_num_batched_tokens below the mamba block size).
+absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
+                                    const EngineConfig& engine, TraceReader& trace,
+                                    const ReplayOptions& options = {});
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_ENGINE_H_

@@ -1,0 +1,145 @@
+#include <string>
+
+#include "sim/report/report.h"
+
+namespace prefixsim {
+namespace {
+
+nlohmann::json LatencyJson(const LatencySummary& l) {
+  return {{"count", l.count}, {"mean_ms", l.mean_ms}, {"p50_ms", l.p50_ms},
+          {"p90_ms", l.p90_ms}, {"p99_ms", l.p99_ms}, {"max_ms", l.max_ms}};
+}
+
+}  // namespace
+
+PlanWaste ComputePlanWaste(const KvPlan& plan) {
+  PlanWaste w;
+  if (plan.groups.empty()) return w;
+  double sum = 0;
+  for (const KvGroup& g : plan.groups) {
+    sum += static_cast<double>(g.padding_bytes) * g.num_layers +
+           static_cast<double>(g.page_bytes) * g.num_padding_layers;
+  }
+  w.padding_bytes_per_block = sum / static_cast<double>(plan.groups.size());
+  if (plan.bytes_per_block > 0) {
+    w.waste_fraction = w.padding_bytes_per_block / static_cast<double>(plan.bytes_per_block);
+  }
+  return w;
+}
+
+nlohmann::json KvPlanToJson(const KvPlan& plan) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const KvGroup& g : plan.groups) {
+    groups.push_back({{"kind", std::string(LayerKindName(g.kind))},
+                      {"num_layers", g.num_layers},
+                      {"num_padding_layers", g.num_padding_layers},
+                      {"block_size", g.block_size},
+                      {"page_bytes", g.page_bytes},
+                      {"padding_bytes", g.padding_bytes},
+                      {"drafter", g.drafter()},
+                      {"sliding_window", g.sliding_window},
+                      {"prefix_cacheable", g.prefix_cacheable},
+                      {"is_eagle_group", g.is_eagle_group}});
+  }
+  const PlanWaste waste = ComputePlanWaste(plan);
+  return {{"policy", plan.policy},
+          {"groups", groups},
+          {"primary_block_size", plan.primary_block_size},
+          {"group_size", plan.group_size},
+          {"scheduler_block_size", plan.scheduler_block_size},
+          {"hash_block_size", plan.hash_block_size},
+          {"hit_alignment", plan.hit_alignment},
+          {"partial_hits", plan.partial_hits},
+          {"full_allocation_fallback", plan.full_allocation_fallback},
+          {"num_blocks", plan.num_blocks},
+          {"bytes_per_block", plan.bytes_per_block},
+          {"padding_bytes_per_block", waste.padding_bytes_per_block},
+          {"memory_waste_fraction", waste.waste_fraction},
+          {"enable_prefix_caching", plan.enable_prefix_caching},
+          {"warnings", plan.warnings}};
+}
+
+nlohmann::json ReplayResultToJson(const ReplayResult& r, const ReportOptions& options) {
+  const PrefixCacheStats& pc = r.prefix_cache;
+  const double preempted_rate =
+      pc.preempted_queries > 0 ? static_cast<double>(pc.preempted_hits) / pc.preempted_queries
+                               : 0.0;
+  nlohmann::json j;
+  j["policy"] = r.policy;
+  j["kv_plan"] = KvPlanToJson(r.plan);
+  j["requests"] = r.requests;
+  j["finished_requests"] = r.finished_requests;
+  j["skipped_requests"] = {{"prompt_too_long", r.skipped_prompt_too_long},
+                           {"does_not_fit", r.skipped_does_not_fit},
+                           {"empty_prompt", r.skipped_empty_prompt}};
+  j["out_of_order_arrivals"] = r.out_of_order_arrivals;
+  j["prefix_cache"] = {{"requests", pc.requests},
+                       {"queries", pc.queries},
+                       {"hits", pc.hits},
+                       {"hit_rate", pc.hit_rate()},
+                       {"recent_hit_rate", r.recent_hit_rate},
+                       {"preempted_requests", pc.preempted_requests},
+                       {"preempted_queries", pc.preempted_queries},
+                       {"preempted_hits", pc.preempted_hits},
+                       {"preempted_hit_rate", preempted_rate}};
+  j["alignment_loss_tokens"] = r.alignment_loss_tokens;
+  j["preempted_alignment_loss_tokens"] = r.preempted_alignment_loss_tokens;
+  j["evicted_blocks"] = r.evicted_blocks;
+  j["cached_blocks"] = r.cached_blocks;
+  j["preemptions"] = r.preemptions;
+  j["spec_decode"] = {{"num_drafts", r.spec_decode.num_drafts},
+                      {"draft_tokens", r.spec_decode.draft_tokens},
+                      {"accepted_tokens", r.spec_decode.accepted_tokens},
+                      {"acceptance_rate", r.spec_decode.acceptance_rate()},
+                      {"mean_acceptance_length", r.spec_decode.mean_acceptance_length()},
+                      {"accepted_per_position", r.spec_decode.accepted_per_position}};
+  j["latency"] = {{"ttft", LatencyJson(r.ttft)},
+                  {"tpot", LatencyJson(r.tpot)},
+                  {"e2e", LatencyJson(r.e2e)}};
+  j["throughput"] = {{"requests_per_s", r.requests_per_s},
+                     {"prompt_tokens_per_s", r.prompt_tokens_per_s},
+                     {"output_tokens_per_s", r.output_tokens_per_s}};
+  j["num_steps"] = r.num_steps;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["output_tokens"] = r.output_tokens;
+  j["computed_tokens"] = r.computed_tokens;
+  j["max_running"] = r.max_running;
+  j["mean_kv_usage"] = r.mean_kv_usage;
+  j["sim_time_s"] = static_cast<double>(r.sim_time_ns) / 1e9;
+  if (options.include_wall_time) j["wall_time_s"] = r.wall_time_s;
+  return j;
+}
+
+nlohmann::json ComparisonToJson(const std::vector<ReplayResult>& results,
+                                const ReportOptions& options) {
+  nlohmann::json j;
+  j["policies"] = nlohmann::json::array();
+  for (const ReplayResult& r : results) j["policies"].push_back(ReplayResultToJson(r, options));
+  j["deltas"] = nlohmann::json::array();
+  if (results.empty()) return j;
+  const ReplayResult& base = results.front();
+  const PlanWaste base_waste = ComputePlanWaste(base.plan);
+  for (size_t i = 1; i < results.size(); ++i) {
+    const ReplayResult& r = results[i];
+    const PlanWaste waste = ComputePlanWaste(r.plan);
+    j["deltas"].push_back(
+        {{"policy", r.policy},
+         {"baseline", base.policy},
+         {"hit_rate_pp", 100.0 * (r.prefix_cache.hit_rate() - base.prefix_cache.hit_rate())},
+         {"hits", r.prefix_cache.hits - base.prefix_cache.hits},
+         {"alignment_loss_tokens", r.alignment_loss_tokens - base.alignment_loss_tokens},
+         {"padding_bytes_per_block",
+          waste.padding_bytes_per_block - base_waste.padding_bytes_per_block},
+         {"memory_waste_fraction", waste.waste_fraction - base_waste.waste_fraction},
+         {"num_blocks", r.plan.num_blocks - base.plan.num_blocks},
+         {"preemptions", r.preemptions - base.preemptions},
+         {"evicted_blocks", r.evicted_blocks - base.evicted_blocks},
+         {"ttft_mean_ms", r.ttft.mean_ms - base.ttft.mean_ms},
+         {"ttft_p99_ms", r.ttft.p99_ms - base.ttft.p99_ms},
+         {"tpot_mean_ms", r.tpot.mean_ms - base.tpot.mean_ms},
+         {"e2e_mean_ms", r.e2e.mean_ms - base.e2e.mean_ms}});
+  }
+  return j;
+}
+
+}  // namespace prefixsim

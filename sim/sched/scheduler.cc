@@ -1,0 +1,180 @@
+#include "sim/sched/scheduler.h"
+
+#include <algorithm>
+
+#include "prefixsim/status.h"
+
+namespace prefixsim {
+
+SchedulerConfig SchedulerConfig::From(const KvPlan& plan, const EngineConfig& engine) {
+  SchedulerConfig c;
+  c.max_num_batched_tokens = engine.max_num_batched_tokens;
+  c.max_num_seqs = engine.max_num_seqs;
+  c.max_model_len = engine.max_model_len;
+  c.long_prefill_token_threshold = engine.long_prefill_token_threshold;
+  c.enable_chunked_prefill = engine.enable_chunked_prefill;
+  c.enable_prefix_caching = plan.enable_prefix_caching;
+  c.num_lookahead_tokens = engine.speculative.enabled ? engine.speculative.LookaheadTokens() : 0;
+  for (const KvGroup& g : plan.groups) {
+    if (g.is_eagle_group) c.use_eagle = true;
+  }
+  if (plan.enable_prefix_caching && engine.mamba_cache_mode == MambaCacheMode::kAlign) {
+    for (const KvGroup& g : plan.groups) {
+      if (g.kind == LayerKind::kMamba) {
+        c.mamba_align_block_size = std::max<int64_t>(c.mamba_align_block_size, g.block_size);
+      }
+    }
+  }
+  return c;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
+    : config_(config), kv_(kv), window_(config.hit_rate_window_requests) {
+  PREFIXSIM_CHECK(kv_ != nullptr);
+  PREFIXSIM_CHECK(config_.max_num_batched_tokens > 0);
+  PREFIXSIM_CHECK(config_.max_num_seqs > 0);
+}
+
+// vLLM's _mamba_block_aligned_split (reference §11): during a prefill (including the re-prefill of
+// a resumed request) the chunk ends on a mamba block boundary, or exactly at the last cacheable
+// position, so that mamba states land on the block grid and can be cached. Uses the mamba group's
+// block size (the fix of issue #54076).
+int64_t Scheduler::MambaAlignedSplit(const SimRequest& req, int64_t num_new_tokens,
+                                     int64_t num_computed) const {
+  const int64_t b = config_.mamba_align_block_size;
+  if (b <= 0) return num_new_tokens;
+  const int64_t prompt = req.request->prompt_tokens;
+  if (num_computed >= std::max(prompt, req.num_tokens - 1)) return num_new_tokens;  // decoding
+  int64_t last_cache_position = req.num_tokens - req.num_tokens % b;
+  if (config_.use_eagle) last_cache_position = std::max<int64_t>(last_cache_position - b, 0);
+  const int64_t after = num_computed + num_new_tokens;
+  if (after < last_cache_position) {
+    return num_new_tokens / b * b;
+  }
+  if (num_computed < last_cache_position && last_cache_position < after) {
+    return last_cache_position - num_computed;
+  }
+  return num_new_tokens;
+}
+
+void Scheduler::Preempt(SimRequest* req) {
+  kv_->Free(req->id());
+  req->num_computed = 0;
+  req->num_drafts = 0;  // spec_token_ids are dropped
+  req->num_preemptions += 1;
+  counters_.preemptions += 1;
+  waiting_.push_front(req);
+}
+
+void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
+  batch->clear();
+  int64_t budget = config_.max_num_batched_tokens;
+  bool preempted = false;
+
+  // RUNNING requests, in order.
+  size_t i = 0;
+  while (i < running_.size() && budget > 0) {
+    SimRequest* req = running_[i];
+    int64_t n = req->num_tokens + req->num_drafts - req->num_computed;
+    if (config_.long_prefill_token_threshold > 0) {
+      n = std::min(n, config_.long_prefill_token_threshold);
+    }
+    n = std::min(n, budget);
+    n = std::min(n, config_.max_model_len - 1 - req->num_computed);
+    n = MambaAlignedSplit(*req, n, req->num_computed);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    bool scheduled = true;
+    while (!kv_->AllocateSlots(req->id(), req->num_computed, n, 0,
+                               config_.num_lookahead_tokens)) {
+      SimRequest* victim = running_.back();
+      running_.pop_back();
+      Preempt(victim);
+      preempted = true;
+      if (victim == req) {
+        scheduled = false;
+        break;
+      }
+    }
+    if (!scheduled) break;
+    const int64_t drafts = std::max<int64_t>(0, req->num_computed + n - req->num_tokens);
+    batch->push_back({req, n, static_cast<int32_t>(drafts)});
+    budget -= n;
+    ++i;
+  }
+
+  // WAITING requests, FCFS; none in a step that preempted.
+  last_stop_ = AdmissionStop::kNone;
+  if (preempted) {
+    if (!waiting_.empty()) last_stop_ = AdmissionStop::kPreempted;
+    return;
+  }
+  while (!waiting_.empty() && budget > 0) {
+    if (static_cast<int64_t>(running_.size()) >= config_.max_num_seqs) {
+      last_stop_ = AdmissionStop::kMaxNumSeqs;
+      break;
+    }
+    SimRequest* req = waiting_.front();
+    PREFIXSIM_CHECK(req->num_computed == 0);
+    PrefixHit hit;
+    if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->id());
+    const int64_t computed = hit.hit_tokens;
+    PREFIXSIM_CHECK(computed >= 0 && computed < req->num_tokens);
+    int64_t n = req->num_tokens - computed;
+    if (config_.long_prefill_token_threshold > 0) {
+      n = std::min(n, config_.long_prefill_token_threshold);
+    }
+    if (!config_.enable_chunked_prefill && n > budget) {
+      last_stop_ = AdmissionStop::kTooBigUnchunked;
+      break;
+    }
+    n = std::min(n, budget);
+    n = MambaAlignedSplit(*req, n, computed);
+    if (n <= 0) {
+      last_stop_ = AdmissionStop::kZeroTokens;
+      break;
+    }
+    // A fresh prefill (num_computed_tokens == 0 before the hit) reserves no lookahead.
+    if (!kv_->AllocateSlots(req->id(), 0, n, computed, 0)) {
+      last_stop_ = AdmissionStop::kAllocationFailed;
+      break;
+    }
+    waiting_.pop_front();
+    running_.push_back(req);
+    // Statistics only for admitted requests (newest vLLM, reference §11/§12).
+    if (config_.enable_prefix_caching) {
+      const bool was_preempted = req->num_preemptions > 0;
+      RecordPrefixLookup(&counters_.prefix_cache, was_preempted, req->num_tokens, computed);
+      if (was_preempted) {
+        counters_.preempted_alignment_loss_tokens += hit.alignment_loss_tokens;
+      } else {
+        counters_.alignment_loss_tokens += hit.alignment_loss_tokens;
+        window_.Observe(req->num_tokens, computed);
+      }
+    }
+    if (req->first_hit_tokens < 0) {
+      req->first_hit_tokens = computed;
+      req->first_alignment_loss = hit.alignment_loss_tokens;
+    }
+    req->num_computed = computed;
+    batch->push_back({req, n, 0});
+    budget -= n;
+  }
+}
+
+void Scheduler::RemoveFinished() {
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const SimRequest* r) { return r->finished; }),
+                 running_.end());
+}
+
+SimRequest* Scheduler::PopWaitingFront() {
+  PREFIXSIM_CHECK(!waiting_.empty());
+  SimRequest* req = waiting_.front();
+  waiting_.pop_front();
+  return req;
+}
+
+}  // namespace prefixsim

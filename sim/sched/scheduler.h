@@ -1,0 +1,125 @@
+// The continuous-batching scheduler of vLLM v1 (reference §11): every step, RUNNING requests
+// first (decode = 1 + drafts, or the next prefill chunk), then WAITING ones (prefix lookup at
+// admission, chunked prefill), under a token budget and max_num_seqs. When the KV cache cannot
+// take a running request's tokens it preempts by recomputation: the last running request is
+// freed, reset to zero and pushed to the front of the waiting queue (FCFS victim policy).
+#ifndef PREFIXSIM_SIM_SCHED_SCHEDULER_H_
+#define PREFIXSIM_SIM_SCHED_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "prefixsim/engine.h"
+#include "prefixsim/engine_config.h"
+#include "prefixsim/kv_cache_manager.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/request.h"
+#include "sim/engine/metrics.h"
+
+namespace prefixsim {
+
+// A request inside the engine: the trace request plus vLLM's per-request state.
+struct SimRequest {
+  std::unique_ptr<Request> request;
+  int64_t num_tokens = 0;       // prompt + verified outputs (vLLM request.num_tokens)
+  int64_t num_computed = 0;     // num_computed_tokens
+  int64_t num_outputs = 0;      // generated tokens
+  int64_t max_outputs = 0;      // finish when num_outputs reaches this
+  int32_t num_drafts = 0;       // proposed draft tokens (spec_token_ids) awaiting verification
+  int32_t num_preemptions = 0;
+  size_t accepted_cursor = 0;   // next entry of request->accepted_lengths
+  bool finished = false;
+  int64_t first_token_ns = -1;
+  int64_t finish_ns = -1;
+  int64_t first_hit_tokens = -1;  // at the first admission
+  int64_t first_alignment_loss = 0;
+  int64_t record_index = -1;      // into ReplayResult::per_request, -1 if not recorded
+  size_t slot = 0;                // owner's storage slot
+  uint64_t id() const { return request->id; }
+};
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 8192;
+  int64_t max_num_seqs = 256;
+  int64_t max_model_len = 131072;
+  int64_t long_prefill_token_threshold = 0;
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  // Lookahead slots reserved for drafts per step of a running request (reference §11 L_ahead).
+  int64_t num_lookahead_tokens = 0;
+  // Block size for mamba-aligned prefill splits (the mamba group's block size, reference §11 and
+  // issue #54076); 0 = no split (no align-mode mamba group or no prefix caching).
+  int64_t mamba_align_block_size = 0;
+  bool use_eagle = false;  // the last cacheable mamba position moves back one block
+  int64_t hit_rate_window_requests = 1000;
+
+  // Derives the scheduler settings of `engine` served with `plan`.
+  static SchedulerConfig From(const KvPlan& plan, const EngineConfig& engine);
+};
+
+struct ScheduledSeq {
+  SimRequest* req = nullptr;
+  int64_t num_new_tokens = 0;  // incl. drafts
+  int32_t num_drafts = 0;      // drafts among them
+};
+
+// Why the waiting queue stopped admitting in the last Schedule() call.
+enum class AdmissionStop {
+  kNone,              // queue drained or budget exhausted
+  kMaxNumSeqs,        // running is full
+  kPreempted,         // a preemption happened this step (vLLM admits nothing then)
+  kAllocationFailed,  // not enough free blocks for the front request
+  kTooBigUnchunked,   // chunked prefill off and the prompt exceeds the budget
+  kZeroTokens,        // the mamba split left nothing to schedule
+};
+
+struct SchedulerCounters {
+  PrefixCacheStats prefix_cache;
+  int64_t alignment_loss_tokens = 0;
+  int64_t preempted_alignment_loss_tokens = 0;
+  int64_t preemptions = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager* kv);
+
+  // A new arrival: appended to the waiting queue (the caller registered it with the KV manager).
+  void AddWaiting(SimRequest* req) { waiting_.push_back(req); }
+
+  // Builds the next batch into *batch (cleared first).
+  void Schedule(std::vector<ScheduledSeq>* batch);
+
+  // Drops requests marked finished from the running list, keeping the order of the others.
+  void RemoveFinished();
+
+  // Removes the front waiting request (it can never be scheduled) and returns it.
+  SimRequest* PopWaitingFront();
+
+  AdmissionStop last_admission_stop() const { return last_stop_; }
+  size_t num_running() const { return running_.size(); }
+  size_t num_waiting() const { return waiting_.size(); }
+  const std::vector<SimRequest*>& running() const { return running_; }
+  const std::deque<SimRequest*>& waiting() const { return waiting_; }
+  const SchedulerCounters& counters() const { return counters_; }
+  double recent_hit_rate() const { return window_.hit_rate(); }
+
+ private:
+  int64_t MambaAlignedSplit(const SimRequest& req, int64_t num_new_tokens,
+                            int64_t num_computed) const;
+  void Preempt(SimRequest* req);
+
+  SchedulerConfig config_;
+  KvCacheManager* kv_;
+  std::vector<SimRequest*> running_;
+  std::deque<SimRequest*> waiting_;
+  SchedulerCounters counters_;
+  HitRateWindow window_;
+  AdmissionStop last_stop_ = AdmissionStop::kNone;
+};
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_SCHED_SCHEDULER_H_

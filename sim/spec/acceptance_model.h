@@ -1,0 +1,55 @@
+// Acceptance models for speculative decoding: how many of the drafts scheduled in one
+// verification step the target model accepts (reference §11 "Speculative decoding"). A model is
+// one file in sim/spec/ plus one registration line in sim/spec/acceptance_registry.cc.
+#ifndef PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
+#define PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prefixsim/engine_config.h"
+
+namespace prefixsim {
+
+// A uniform double in [0, 1) from 53 random bits: the same on every platform (unlike
+// std::uniform_real_distribution, whose algorithm is implementation-defined).
+inline double UniformDouble(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+class AcceptanceModel {
+ public:
+  virtual ~AcceptanceModel() = default;
+  virtual std::string_view name() const = 0;
+  // Accepted drafts among `num_drafts` (<= the configured num_speculative_tokens) verified
+  // together. Returns a value in [0, num_drafts]. Draws only from `rng`.
+  virtual int Sample(int num_drafts, std::mt19937_64& rng) const = 0;
+};
+
+using AcceptanceFactory = absl::StatusOr<std::unique_ptr<AcceptanceModel>> (*)(
+    const AcceptanceConfig& config, int num_speculative_tokens);
+
+// Factories, one per file.
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewGeometricAcceptance(
+    const AcceptanceConfig& config, int num_speculative_tokens);
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewPerPositionAcceptance(
+    const AcceptanceConfig& config, int num_speculative_tokens);
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewEmpiricalAcceptance(
+    const AcceptanceConfig& config, int num_speculative_tokens);
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewTraceAcceptance(
+    const AcceptanceConfig& config, int num_speculative_tokens);
+
+// The model registered under config.model (NotFound names the registered ones), configured for
+// k = num_speculative_tokens drafts (InvalidArgument for bad rates or histograms).
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewAcceptanceModel(
+    const AcceptanceConfig& config, int num_speculative_tokens);
+std::vector<std::string> RegisteredAcceptanceModels();
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
