@@ -109,7 +109,7 @@ absl::StatusOr<GpuSpec> LookupGpu(std::string_view name) {
   // Dense bf16 tensor-core peak and HBM bandwidth from the vendor data sheets (SXM parts).
   if (name == "h100") return GpuSpec{"h100", 989e12, 3.35e12};
   if (name == "h200") return GpuSpec{"h200", 989e12, 4.8e12};
-  return absl::NotFoundError(absl::StrCat("cost_model.gpu: unknown GPU \"", name,
+  return absl::NotFoundError(absl::StrCat("cost_model.gpu: unknown GPU \"", std::string(name),
                                           "\"; presets: ", absl::StrJoin(GpuPresetNames(), ", ")));
 }
 

@@ -71,15 +71,17 @@ double StepTimeTable::Interpolate(double x, double y) const {
   return std::max(a + (b - a) * tx, 0.0);
 }
 
-absl::StatusOr<StepTimeTable> ParseStepTimeTable(std::string_view csv, std::string_view source) {
+absl::StatusOr<StepTimeTable> ParseStepTimeTable(std::string_view csv,
+                                                std::string_view source_view) {
+  const std::string source(source_view);
   std::map<std::pair<double, double>, double> points;
   int line_no = 0;
   bool header_seen = false;
-  for (std::string_view line : absl::StrSplit(csv, '\n')) {
+  for (absl::string_view line : absl::StrSplit(absl::string_view(csv.data(), csv.size()), '\n')) {
     ++line_no;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string_view> f = absl::StrSplit(line, ',');
+    std::vector<absl::string_view> f = absl::StrSplit(line, ',');
     if (!header_seen) {
       header_seen = true;
       if (f.size() != 3 || absl::StripAsciiWhitespace(f[0]) != "num_tokens" ||

@@ -1,11 +1,12 @@
 #include <string>
 
+#include "sim/plan/plan_format.h"
 #include "sim/report/report.h"
 
 namespace prefixsim {
 namespace {
 
-nlohmann::json LatencyJson(const LatencySummary& l) {
+nlohmann::ordered_json LatencyJson(const LatencySummary& l) {
   return {{"count", l.count}, {"mean_ms", l.mean_ms}, {"p50_ms", l.p50_ms},
           {"p90_ms", l.p90_ms}, {"p99_ms", l.p99_ms}, {"max_ms", l.max_ms}};
 }
@@ -27,46 +28,17 @@ PlanWaste ComputePlanWaste(const KvPlan& plan) {
   return w;
 }
 
-nlohmann::json KvPlanToJson(const KvPlan& plan) {
-  nlohmann::json groups = nlohmann::json::array();
-  for (const KvGroup& g : plan.groups) {
-    groups.push_back({{"kind", std::string(LayerKindName(g.kind))},
-                      {"num_layers", g.num_layers},
-                      {"num_padding_layers", g.num_padding_layers},
-                      {"block_size", g.block_size},
-                      {"page_bytes", g.page_bytes},
-                      {"padding_bytes", g.padding_bytes},
-                      {"drafter", g.drafter()},
-                      {"sliding_window", g.sliding_window},
-                      {"prefix_cacheable", g.prefix_cacheable},
-                      {"is_eagle_group", g.is_eagle_group}});
-  }
-  const PlanWaste waste = ComputePlanWaste(plan);
-  return {{"policy", plan.policy},
-          {"groups", groups},
-          {"primary_block_size", plan.primary_block_size},
-          {"group_size", plan.group_size},
-          {"scheduler_block_size", plan.scheduler_block_size},
-          {"hash_block_size", plan.hash_block_size},
-          {"hit_alignment", plan.hit_alignment},
-          {"partial_hits", plan.partial_hits},
-          {"full_allocation_fallback", plan.full_allocation_fallback},
-          {"num_blocks", plan.num_blocks},
-          {"bytes_per_block", plan.bytes_per_block},
-          {"padding_bytes_per_block", waste.padding_bytes_per_block},
-          {"memory_waste_fraction", waste.waste_fraction},
-          {"enable_prefix_caching", plan.enable_prefix_caching},
-          {"warnings", plan.warnings}};
-}
-
-nlohmann::json ReplayResultToJson(const ReplayResult& r, const ReportOptions& options) {
+nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOptions& options) {
   const PrefixCacheStats& pc = r.prefix_cache;
   const double preempted_rate =
       pc.preempted_queries > 0 ? static_cast<double>(pc.preempted_hits) / pc.preempted_queries
                                : 0.0;
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   j["policy"] = r.policy;
   j["kv_plan"] = KvPlanToJson(r.plan);
+  const PlanWaste waste = ComputePlanWaste(r.plan);
+  j["memory_waste"] = {{"padding_bytes_per_block", waste.padding_bytes_per_block},
+                       {"waste_fraction", waste.waste_fraction}};
   j["requests"] = r.requests;
   j["finished_requests"] = r.finished_requests;
   j["skipped_requests"] = {{"prompt_too_long", r.skipped_prompt_too_long},
@@ -110,12 +82,12 @@ nlohmann::json ReplayResultToJson(const ReplayResult& r, const ReportOptions& op
   return j;
 }
 
-nlohmann::json ComparisonToJson(const std::vector<ReplayResult>& results,
+nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                 const ReportOptions& options) {
-  nlohmann::json j;
-  j["policies"] = nlohmann::json::array();
+  nlohmann::ordered_json j;
+  j["policies"] = nlohmann::ordered_json::array();
   for (const ReplayResult& r : results) j["policies"].push_back(ReplayResultToJson(r, options));
-  j["deltas"] = nlohmann::json::array();
+  j["deltas"] = nlohmann::ordered_json::array();
   if (results.empty()) return j;
   const ReplayResult& base = results.front();
   const PlanWaste base_waste = ComputePlanWaste(base.plan);

@@ -28,10 +28,8 @@ struct PlanWaste {
 };
 PlanWaste ComputePlanWaste(const KvPlan& plan);
 
-// The `resolve` JSON of a plan (DESIGN §4.5 kv_plan).
-nlohmann::json KvPlanToJson(const KvPlan& plan);
 // The replay JSON summary (DESIGN §4.5).
-nlohmann::json ReplayResultToJson(const ReplayResult& result, const ReportOptions& options = {});
+nlohmann::ordered_json ReplayResultToJson(const ReplayResult& result, const ReportOptions& options = {});
 // The readable summary printed by `prefixsim replay`.
 std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_time = true);
 // One row per request: id, arrival, prompt tokens, hit tokens, loss to alignment, TTFT,
@@ -39,7 +37,7 @@ std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_ti
 void WriteRequestsCsv(const ReplayResult& result, std::ostream& out);
 
 // Comparison of several replays of one trace; deltas are against the first.
-nlohmann::json ComparisonToJson(const std::vector<ReplayResult>& results,
+nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                 const ReportOptions& options = {});
 std::string FormatComparison(const std::vector<ReplayResult>& results);
 // A self-contained HTML page (inline CSS and SVG, no network).

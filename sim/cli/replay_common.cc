@@ -1,0 +1,102 @@
+#include "sim/cli/replay_common.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "prefixsim/status.h"
+
+namespace prefixsim::cli {
+
+void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
+  cmd->add_option("--trace,-t", o->trace, "trace file (" +
+                                              absl::StrJoin(RegisteredTraceFormats(), ", ") +
+                                              "; .gz/.zst read directly)")
+      ->required();
+  AddModelEngineOptions(cmd, &o->model_engine);
+  auto* t = cmd->add_option_group("trace shaping");
+  t->add_option("--trace-format", o->trace_options.format, "trace format (default: auto-detect)");
+  t->add_option("--trace-block-tokens", o->trace_options.trace_block_tokens,
+                "tokens per trace hash block (mooncake 512, bailian 16)")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--max-requests", o->trace_options.max_requests, "read at most N requests")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--start-s", o->trace_options.start_s, "skip requests before this time (s)");
+  t->add_option("--end-s", o->trace_options.end_s, "stop at this time (s); 0 = no end");
+  t->add_option("--time-scale", o->trace_options.time_scale,
+                "multiply arrival times (0.5 = twice the rate)")
+      ->check(CLI::PositiveNumber);
+  t->add_option("--session-sample", o->trace_options.session_sample_fraction,
+                "keep this fraction of sessions")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", o->seed, "seed of the acceptance model (and trace sampling)")
+      ->capture_default_str();
+  cmd->add_option("--active-params", o->active_params,
+                  "analytic cost model: active parameters per forward pass (default: estimated "
+                  "from the layer count)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--hit-rate-window", o->hit_rate_window,
+                  "requests in the window of the logged (recent) hit rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--check-invariants", o->check_invariants,
+                "run the KV cache invariant checker after every operation (slow)");
+  cmd->add_flag("--no-wall-time", o->no_wall_time,
+                "omit wall_time_s so that reports of equal runs are byte-identical");
+  cmd->add_flag("--no-progress", o->no_progress, "no progress line on stderr");
+}
+
+absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpec& model,
+                                       const EngineConfig& engine, const KvPlan& plan,
+                                       const std::string& progress_label) {
+  TraceOptions trace_options = o.trace_options;
+  trace_options.seed = o.seed;
+  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
+                             OpenTrace(o.trace, trace_options));
+  ReplayOptions options;
+  options.seed = o.seed;
+  options.check_invariants = o.check_invariants;
+  options.hit_rate_window_requests = o.hit_rate_window;
+  options.cost_active_params = o.active_params;
+  // A progress line on stderr, only for a terminal and only once the run has lasted a second.
+  const bool show_progress = !o.no_progress && !progress_label.empty() && isatty(STDERR_FILENO);
+  bool printed = false;
+  const auto start = std::chrono::steady_clock::now();
+  if (show_progress) {
+    options.progress = [&](const ReplayProgress& p) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (elapsed < 1.0) return;
+      printed = true;
+      std::fprintf(stderr, "\r%s: %lld requests read, %lld done, %.0f s simulated, %.1f s   ",
+                   progress_label.c_str(), static_cast<long long>(p.requests_read),
+                   static_cast<long long>(p.requests_finished),
+                   static_cast<double>(p.sim_time_ns) / 1e9, elapsed);
+      std::fflush(stderr);
+    };
+  }
+  absl::StatusOr<ReplayResult> result = Replay(plan, model, engine, *reader, options);
+  if (printed) std::fprintf(stderr, "\n");
+  return result;
+}
+
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return absl::OkStatus();
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open for writing"));
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace prefixsim::cli

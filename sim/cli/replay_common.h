@@ -1,0 +1,44 @@
+// Options and helpers shared by `prefixsim replay` and `prefixsim compare`.
+#ifndef PREFIXSIM_SIM_CLI_REPLAY_COMMON_H_
+#define PREFIXSIM_SIM_CLI_REPLAY_COMMON_H_
+
+#include <cstdint>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "prefixsim/engine.h"
+#include "prefixsim/trace.h"
+#include "sim/cli/common.h"
+
+namespace prefixsim::cli {
+
+struct ReplayCliOptions {
+  ModelEngineOptions model_engine;
+  std::string trace;
+  TraceOptions trace_options;
+  uint64_t seed = 0;
+  double active_params = 0;
+  bool check_invariants = false;
+  bool no_wall_time = false;
+  bool no_progress = false;
+  int64_t hit_rate_window = 1000;
+};
+
+// Adds --trace, --model/--engine and the engine overrides, trace shaping, --seed, ...
+void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* options);
+
+// Opens the trace and replays it under `plan` (one thread; safe to call from several threads
+// with different plans). `progress_label` non-empty: a progress line on stderr when it is a
+// terminal and the run lasts more than a second.
+absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& options, const ModelSpec& model,
+                                       const EngineConfig& engine, const KvPlan& plan,
+                                       const std::string& progress_label);
+
+// Writes `text` to `path` ("-" = stdout).
+absl::Status WriteTextFile(const std::string& path, const std::string& text);
+
+}  // namespace prefixsim::cli
+
+#endif  // PREFIXSIM_SIM_CLI_REPLAY_COMMON_H_
