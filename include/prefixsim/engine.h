@@ -2,6 +2,20 @@
 // reference §11, §12). Continuous batching, chunked prefill, recompute preemption, speculative
 // decoding and a step-time cost model drive a KvCacheManager; the result holds the prefix-cache
 // statistics as vLLM logs them, the loss to the hit alignment, and latency.
+//
+// Decisions (change them here and in sim/engine/simulator.cc):
+//  * Prompts longer than max_model_len are skipped and counted (vLLM rejects them at input
+//    processing), and so is a prompt of exactly max_model_len (no room for an output token) and
+//    an empty prompt. A request that cannot fit even in an otherwise empty KV cache is skipped
+//    and counted as does_not_fit (vLLM would wait forever). Nothing is truncated.
+//  * Outputs: at least 1 token (vLLM's max_tokens >= 1), at most max_model_len - prompt.
+//  * Determinism: all randomness comes from one std::mt19937_64 seeded with ReplayOptions::seed
+//    and drawn in batch order, so equal inputs give equal results. wall_time_s is the one field
+//    that differs; reports omit it on request (ReportOptions::include_wall_time, CLI
+//    --no-wall-time), and byte-identity tests use that.
+//  * Timing: a step starts when the previous one ends (no async scheduling overlap); tokens of a
+//    step are produced at its end (TTFT = end of the step that finishes the prefill - arrival).
+//  * Preemption victim: FCFS (the last running request); priority scheduling is not modelled.
 #ifndef PREFIXSIM_ENGINE_H_
 #define PREFIXSIM_ENGINE_H_
 

@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
   PREFIXSIM_ASSIGN_OR_RETURN(sim->cost_, NewCostModel(engine.cost_model, ctx));
   KvCacheOptions kv_options;
   kv_options.check_invariants = options.check_invariants;
+  kv_options.max_model_len = engine.max_model_len;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
   sim->result_.policy = plan.policy;
