@@ -232,7 +232,8 @@ int Simulator::SampleAccepted(SimRequest* req, int num_drafts) {
 
 void Simulator::FinishStep() {
   const int64_t now = events_.now();
-  std::vector<SimRequest*> done;
+  std::vector<SimRequest*>& done = done_;
+  done.clear();
   for (const ScheduledSeq& s : batch_) {
     SimRequest* r = s.req;
     r->num_computed += s.num_new_tokens;

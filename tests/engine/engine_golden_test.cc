@@ -44,7 +44,7 @@ TEST(EngineGoldenTest, SecondIdenticalPromptHitsFullBlocks) {
   EXPECT_EQ(r.per_request[0].finish_ns, 3 * kMs);
   EXPECT_EQ(r.per_request[0].hit_tokens, 0);
   EXPECT_EQ(r.per_request[1].first_token_ns, 11 * kMs);
-  EXPECT_EQ(r.per_request[1].finish_ns, 11 * kMs);
+  EXPECT_EQ(r.per_request[1].finish_ns, 12 * kMs);
   EXPECT_EQ(r.per_request[1].hit_tokens, 32);
   EXPECT_DOUBLE_EQ(r.ttft.mean_ms, 1.0);
   EXPECT_DOUBLE_EQ(r.e2e.mean_ms, 2.5);

@@ -1,7 +1,15 @@
 // The PR #53007 case (reference §0, §13.B) on the real Mooncake conversation trace: Kimi-K3-like
-// with the DSpark drafter (3 speculative tokens). The `new` policy keeps the hit alignment at 1536
-// instead of 13,824, so its hit rate must be clearly above `old`'s and within a point of the run
-// without speculative decoding. Skips when the trace is absent.
+// with the DSpark drafter (3 speculative tokens), policies old and new, and the same model without
+// speculative decoding. Skips when the trace is absent, and under sanitizers (minutes there).
+//
+// Two regimes:
+//  * A KV cache large enough that capacity does not bind (4 TB): the hit alignment is the only
+//    difference, so `new` (A = 1536) must be clearly above `old` (A = 13,824) and within a point
+//    of the no-speculation run (A = 1536).
+//  * The preset's 64 GiB: reuse distance in this trace exceeds what the cache holds (mamba align
+//    mode publishes a ~120 MB state per 1536-token boundary), so hit rates are capacity-bound;
+//    the test checks the mechanism that separates old and new there: old publishes prefixes only
+//    at 13,824-token boundaries (reference §10.2 round_down to S), so it caches far fewer blocks.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,11 +25,16 @@ namespace {
 const std::string kTrace =
     std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl";
 
-ReplayResult RunMooncake(const char* engine_preset, const char* policy) {
+ReplayResult RunMooncake(const char* engine_preset, const char* policy,
+                         int64_t kv_cache_bytes = 0) {
   auto model = LoadModel("kimi-k3-like");
   auto engine = LoadEngine(engine_preset);
   EXPECT_TRUE(model.ok() && engine.ok());
   if (!model.ok() || !engine.ok()) return {};
+  if (kv_cache_bytes > 0) {
+    engine->kv_cache_bytes = kv_cache_bytes;
+    engine->num_gpu_blocks.reset();
+  }
   auto plan = ResolveKvPlan(*model, *engine, policy);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return {};
@@ -36,33 +49,54 @@ ReplayResult RunMooncake(const char* engine_preset, const char* policy) {
   return result.ok() ? *std::move(result) : ReplayResult{};
 }
 
-TEST(MooncakeReplayTest, NewPolicyRecoversTheNoSpecHitRate) {
-  if (std::FILE* f = std::fopen(kTrace.c_str(), "r")) {
-    std::fclose(f);
-  } else {
-    GTEST_SKIP() << "no " << kTrace;
-  }
-  const ReplayResult old_r = RunMooncake("kimi-k3-dspark", "old");
-  const ReplayResult new_r = RunMooncake("kimi-k3-dspark", "new");
-  const ReplayResult nospec = RunMooncake("kimi-k3", "new");
-  for (const ReplayResult* r : {&old_r, &new_r, &nospec}) {
-    std::printf("%-4s A=%-6lld blocks=%-6lld hit_rate=%.4f loss/req=%.0f preemptions=%lld "
-                "evicted=%lld finished=%lld\n",
-                r->policy.c_str(), static_cast<long long>(r->plan.hit_alignment),
-                static_cast<long long>(r->plan.num_blocks), r->prefix_cache.hit_rate(),
-                r->prefix_cache.requests > 0
-                    ? static_cast<double>(r->alignment_loss_tokens) / r->prefix_cache.requests
-                    : 0.0,
-                static_cast<long long>(r->preemptions), static_cast<long long>(r->evicted_blocks),
-                static_cast<long long>(r->finished_requests));
-  }
+bool TraceAvailable() {
+  std::FILE* f = std::fopen(kTrace.c_str(), "r");
+  if (f == nullptr) return false;
+  std::fclose(f);
+  return true;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+void Print(const ReplayResult& r) {
+  std::printf("%-4s A=%-6lld blocks=%-7lld hit_rate=%.4f preemptions=%lld cached=%lld "
+              "evicted=%lld finished=%lld\n",
+              r.policy.c_str(), static_cast<long long>(r.plan.hit_alignment),
+              static_cast<long long>(r.plan.num_blocks), r.prefix_cache.hit_rate(),
+              static_cast<long long>(r.preemptions), static_cast<long long>(r.cached_blocks),
+              static_cast<long long>(r.evicted_blocks),
+              static_cast<long long>(r.finished_requests));
+}
+
+TEST(MooncakeReplayTest, WithoutCapacityLimitNewMatchesNoSpecAndBeatsOld) {
+  if (!TraceAvailable() || kSanitized) GTEST_SKIP() << "no trace, or sanitized build";
+  constexpr int64_t kBig = int64_t{4} << 40;
+  const ReplayResult old_r = RunMooncake("kimi-k3-dspark", "old", kBig);
+  const ReplayResult new_r = RunMooncake("kimi-k3-dspark", "new", kBig);
+  const ReplayResult nospec = RunMooncake("kimi-k3", "new", kBig);
+  for (const ReplayResult* r : {&old_r, &new_r, &nospec}) Print(*r);
   EXPECT_EQ(old_r.requests, 12031);
+  EXPECT_EQ(old_r.finished_requests, 12031);
   EXPECT_EQ(old_r.plan.hit_alignment, 13824);
   EXPECT_EQ(new_r.plan.hit_alignment, 1536);
   EXPECT_EQ(nospec.plan.hit_alignment, 1536);
-  EXPECT_GT(new_r.prefix_cache.hit_rate(), old_r.prefix_cache.hit_rate() + 0.01);
+  EXPECT_EQ(new_r.preemptions, 0);
+  EXPECT_GT(new_r.prefix_cache.hit_rate(), old_r.prefix_cache.hit_rate() + 0.05);
   EXPECT_NEAR(new_r.prefix_cache.hit_rate(), nospec.prefix_cache.hit_rate(), 0.01);
-  EXPECT_GT(old_r.alignment_loss_tokens, new_r.alignment_loss_tokens);
+}
+
+TEST(MooncakeReplayTest, AtPresetCapacityOldPublishesOnlySchedulerBlockPrefixes) {
+  if (!TraceAvailable() || kSanitized) GTEST_SKIP() << "no trace, or sanitized build";
+  const ReplayResult old_r = RunMooncake("kimi-k3-dspark", "old");
+  const ReplayResult new_r = RunMooncake("kimi-k3-dspark", "new");
+  const ReplayResult nospec = RunMooncake("kimi-k3", "new");
+  for (const ReplayResult* r : {&old_r, &new_r, &nospec}) Print(*r);
+  EXPECT_EQ(new_r.finished_requests + new_r.skipped_does_not_fit, 12031);
+  EXPECT_LT(2 * old_r.cached_blocks, new_r.cached_blocks);
 }
 
 }  // namespace

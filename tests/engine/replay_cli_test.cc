@@ -1,0 +1,130 @@
+// `prefixsim replay` and `prefixsim compare` end to end (DESIGN §4.1, §4.5): outputs, exit
+// codes, byte-identical reports for equal runs, a self-contained HTML page.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
+
+namespace prefixsim {
+namespace {
+
+using ::prefixsim::testing::RunCli;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A small Mooncake-format trace: 24 requests in 4 conversations sharing a 3-block system prompt.
+std::string WriteTrace() {
+  const std::string path = ::testing::TempDir() + "/cli_mooncake.jsonl";
+  std::ofstream out(path);
+  for (int i = 0; i < 24; ++i) {
+    const int conv = i % 4, turn = i / 4;
+    out << "{\"timestamp\": " << i * 500 << ", \"input_length\": " << 512 * (4 + turn) - 100
+        << ", \"output_length\": " << 20 + i << ", \"hash_ids\": [0, 1, 2";
+    for (int t = 0; t <= turn; ++t) out << ", " << 1000 * (conv + 1) + t;
+    out << "]}\n";
+  }
+  return path;
+}
+
+const char kModelEngine[] = " --model kimi-k3-like --engine kimi-k3-dspark --no-progress";
+
+TEST(ReplayCliTest, WritesSummaryJsonAndCsv) {
+  const std::string trace = WriteTrace();
+  const std::string json = ::testing::TempDir() + "/replay.json";
+  const std::string csv = ::testing::TempDir() + "/replay.csv";
+  const auto r = RunCli("replay --trace " + trace + kModelEngine + " --policy new --json " + json +
+                        " --csv " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Prefix cache hit rate"), std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["policy"], "new");
+  EXPECT_EQ(j["requests"], 24);
+  EXPECT_EQ(j["kv_plan"]["hit_alignment"], 1536);
+  for (const char* key : {"queries", "hits", "hit_rate", "preempted_requests", "preempted_queries",
+                          "preempted_hits"}) {
+    EXPECT_TRUE(j["prefix_cache"].contains(key)) << key;
+  }
+  for (const char* key : {"alignment_loss_tokens", "evicted_blocks", "preemptions", "spec_decode",
+                          "latency", "throughput", "sim_time_s", "wall_time_s"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_GT(j["prefix_cache"]["hits"].get<int64_t>(), 0);
+  EXPECT_GT(j["spec_decode"]["draft_tokens"].get<int64_t>(), 0);
+  EXPECT_TRUE(j["latency"]["ttft"].contains("p99_ms"));
+  const std::string rows = ReadFile(csv);
+  EXPECT_EQ(rows.rfind("id,arrival_s,prompt_tokens,", 0), 0u);
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 25);
+}
+
+TEST(ReplayCliTest, EqualRunsGiveByteIdenticalJsonWithoutWallTime) {
+  const std::string trace = WriteTrace();
+  const std::string a = ::testing::TempDir() + "/det_a.json";
+  const std::string b = ::testing::TempDir() + "/det_b.json";
+  const std::string args = "replay --trace " + trace + kModelEngine + " --seed 5 --no-wall-time";
+  ASSERT_EQ(RunCli(args + " --json " + a).exit_code, 0);
+  ASSERT_EQ(RunCli(args + " --json " + b).exit_code, 0);
+  const std::string ja = ReadFile(a);
+  EXPECT_FALSE(ja.empty());
+  EXPECT_EQ(ja, ReadFile(b));
+  EXPECT_EQ(ja.find("wall_time_s"), std::string::npos);
+}
+
+TEST(ReplayCliTest, EngineFlagsOverrideTheJson) {
+  const std::string trace = WriteTrace();
+  const std::string json = ::testing::TempDir() + "/override.json";
+  const auto r = RunCli("replay --trace " + trace + kModelEngine + " --no-spec --num-gpu-blocks 500 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["kv_plan"]["num_blocks"], 500);
+  EXPECT_EQ(j["spec_decode"]["draft_tokens"], 0);
+}
+
+TEST(ReplayCliTest, ErrorsAndExitCodes) {
+  const std::string trace = WriteTrace();
+  EXPECT_EQ(RunCli(std::string("replay") + kModelEngine).exit_code, 2);  // --trace missing
+  EXPECT_EQ(RunCli("replay --trace /nonexistent.jsonl" + std::string(kModelEngine)).exit_code, 2);
+  EXPECT_EQ(RunCli("replay --trace " + trace + kModelEngine + " --policy nope").exit_code, 2);
+  const auto bad_dir = RunCli("replay --trace " + trace + kModelEngine + " --json /nonexistent/x.json");
+  EXPECT_NE(bad_dir.exit_code, 0);
+}
+
+TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
+  const std::string trace = WriteTrace();
+  const std::string json = ::testing::TempDir() + "/compare.json";
+  const std::string html = ::testing::TempDir() + "/compare.html";
+  const auto r = RunCli("compare --trace " + trace + kModelEngine + " --policies old,new --json " +
+                        json + " --html " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("hit rate (%)"), std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  ASSERT_EQ(j["policies"].size(), 2u);
+  EXPECT_EQ(j["policies"][0]["policy"], "old");
+  EXPECT_EQ(j["policies"][1]["policy"], "new");
+  ASSERT_EQ(j["deltas"].size(), 1u);
+  EXPECT_EQ(j["deltas"][0]["baseline"], "old");
+  const double delta = j["deltas"][0]["hit_rate_pp"];
+  EXPECT_NEAR(delta,
+              100.0 * (j["policies"][1]["prefix_cache"]["hit_rate"].get<double>() -
+                       j["policies"][0]["prefix_cache"]["hit_rate"].get<double>()),
+              1e-9);
+  const std::string page = ReadFile(html);
+  EXPECT_NE(page.find("<svg"), std::string::npos);
+  EXPECT_NE(page.find("</html>"), std::string::npos);
+  EXPECT_EQ(page.find("<script"), std::string::npos);
+  EXPECT_EQ(page.find("src="), std::string::npos);
+  EXPECT_EQ(page.find("href="), std::string::npos);
+  EXPECT_EQ(RunCli("compare --trace " + trace + kModelEngine + " --policies old,nope").exit_code,
+            2);
+}
+
+}  // namespace
+}  // namespace prefixsim
