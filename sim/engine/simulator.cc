@@ -181,6 +181,9 @@ absl::Status Simulator::StartStep() {
     if (!batch_.empty()) break;
     if (scheduler_->num_waiting() == 0 && scheduler_->num_running() == 0) return absl::OkStatus();
     const AdmissionStop stop = scheduler_->last_admission_stop();
+    // A step that only preempted admits nothing (vLLM); the next schedule can admit. It takes no
+    // simulated time: no tokens run.
+    if (stop == AdmissionStop::kPreempted) continue;
     if (scheduler_->num_running() == 0 &&
         (stop == AdmissionStop::kAllocationFailed || stop == AdmissionStop::kTooBigUnchunked)) {
       // With nothing running every block is free or evictable: this request can never be

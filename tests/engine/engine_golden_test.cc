@@ -166,6 +166,40 @@ TEST(EngineGoldenTest, SpeculativeDecodingStepsAndStats) {
   }
 }
 
+// Reference §11: a running request reserves k lookahead slots per step (none for a fresh
+// prefill). 3 usable blocks of 4 tokens, prompt 8: the decode step needs 8 + 4 + 3 = 15 slots
+// (4 blocks), so the request preempts itself; re-admitted as a fresh prefill (no lookahead) it
+// hits its 8 cached prompt tokens, computes the rest and samples one token; twice, until its 3
+// outputs are done. Without speculation it never preempts.
+TEST(EngineGoldenTest, LookaheadSlotsCanForcePreemption) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 4);
+  EngineConfig e = SmallEngine(64);
+  const ReplayResult plain = MustReplay(plan, e, {Req(0, 0, Iota(8), 3)});
+  EXPECT_EQ(plain.num_steps, 3);
+  EXPECT_EQ(plain.preemptions, 0);
+  e.speculative.enabled = true;
+  e.speculative.method = "eagle";
+  e.speculative.num_speculative_tokens = 3;
+  e.speculative.acceptance.model = "geometric";
+  e.speculative.acceptance.rates = {0.0};
+  const ReplayResult r = MustReplay(plan, e, {Req(0, 0, Iota(8), 3)});
+  EXPECT_EQ(r.num_steps, 3);
+  EXPECT_EQ(r.preemptions, 2);
+  EXPECT_EQ(r.prefix_cache.requests, 1);
+  EXPECT_EQ(r.prefix_cache.queries, 8);
+  EXPECT_EQ(r.prefix_cache.preempted_requests, 2);
+  EXPECT_EQ(r.prefix_cache.preempted_queries, 9 + 10);
+  EXPECT_EQ(r.prefix_cache.preempted_hits, 16);
+  EXPECT_EQ(r.spec_decode.draft_tokens, 0);  // no verification step ever ran
+  EXPECT_EQ(r.per_request[0].finish_ns, 3 * kMs);
+  // ngram-style methods reserve no lookahead, but the 1 + 3 verified tokens still need slots:
+  // the first decode step fits (8 + 4 = 12 slots, 3 blocks), the second (9 + 4 = 13) does not.
+  e.speculative.method = "ngram";
+  const ReplayResult ngram = MustReplay(plan, e, {Req(0, 0, Iota(8), 3)});
+  EXPECT_EQ(ngram.preemptions, 1);
+  EXPECT_EQ(ngram.spec_decode.draft_tokens, 3);
+}
+
 // Drafts are never cached (reference §10.2): with every draft accepted, what is cached is what
 // was verified, so a follow-up whose prompt is the first one hits the same as without spec.
 TEST(EngineGoldenTest, DraftsDoNotChangeWhatIsCached) {
