@@ -36,6 +36,7 @@ struct ReplayProgress {
   int64_t requests_read = 0;      // arrivals so far
   int64_t requests_finished = 0;  // finished or skipped
   int64_t sim_time_ns = 0;
+  bool done = false;  // the last call, after the replay finished
 };
 
 struct ReplayOptions {
@@ -49,7 +50,8 @@ struct ReplayOptions {
   int64_t hit_rate_window_requests = 1000;
   // Use Request::accepted_lengths when a request carries them, whatever the acceptance model.
   bool use_trace_accepted_lengths = true;
-  // Called about every `progress_interval_requests` arrivals and once at the end (may be empty).
+  // Called about every `progress_interval_requests` arrivals, every 1024 steps and once at the
+  // end (may be empty).
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_interval_requests = 500;
   // Analytic cost model: active parameters per forward pass (all ranks); 0 = estimated from the

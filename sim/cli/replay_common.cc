@@ -68,11 +68,13 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   const bool show_progress = !o.no_progress && !progress_label.empty() && isatty(STDERR_FILENO);
   bool printed = false;
   const auto start = std::chrono::steady_clock::now();
+  double last_print = 0;
   if (show_progress) {
     options.progress = [&](const ReplayProgress& p) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (elapsed < 1.0) return;
+      if (elapsed < 1.0 || (!p.done && elapsed - last_print < 0.2)) return;
+      last_print = elapsed;
       printed = true;
       std::fprintf(stderr, "\r%s: %lld requests read, %lld done, %.0f s simulated, %.1f s   ",
                    progress_label.c_str(), static_cast<long long>(p.requests_read),

@@ -103,7 +103,7 @@ absl::StatusOr<ReplayResult> Simulator::Run(TraceReader& trace) {
     }
   }
   PREFIXSIM_CHECK(scheduler_->num_running() == 0 && scheduler_->num_waiting() == 0);
-  ReportProgress(true);
+  ReportProgress(true, /*done=*/true);
   return Collect();
 }
 
@@ -214,6 +214,7 @@ absl::Status Simulator::StartStep() {
   const int64_t dt = cost_->StepTimeNs(work_);
   PREFIXSIM_CHECK(dt > 0);
   result_.num_steps += 1;
+  if ((result_.num_steps & 1023) == 0) ReportProgress(true);
   usage_sum_ += kv_->usage();
   result_.max_running =
       std::max<int64_t>(result_.max_running, static_cast<int64_t>(scheduler_->num_running()));
@@ -299,7 +300,7 @@ void Simulator::Finish(SimRequest* r) {
   live_[r->slot].reset();
 }
 
-void Simulator::ReportProgress(bool force) {
+void Simulator::ReportProgress(bool force, bool done) {
   if (!options_.progress) return;
   if (!force && result_.requests < next_progress_) return;
   next_progress_ = result_.requests + std::max<int64_t>(1, options_.progress_interval_requests);
@@ -308,6 +309,7 @@ void Simulator::ReportProgress(bool force) {
   p.requests_finished = result_.finished_requests + result_.skipped_prompt_too_long +
                         result_.skipped_does_not_fit + result_.skipped_empty_prompt;
   p.sim_time_ns = events_.now();
+  p.done = done;
   options_.progress(p);
 }
 

@@ -48,7 +48,7 @@ class Simulator {
   void FinishStep();
   int SampleAccepted(SimRequest* req, int num_drafts);
   void Finish(SimRequest* req);
-  void ReportProgress(bool force);
+  void ReportProgress(bool force, bool done = false);
   ReplayResult Collect();
 
   KvPlan plan_;
