@@ -95,6 +95,9 @@ struct EngineConfig {
 
 // Parses an engine JSON. `source` names the file in error messages.
 absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_view source);
+// Cross-field checks (memory given, speculative and acceptance settings consistent); also
+// re-run after command-line overrides.
+absl::Status ValidateEngineConfig(const EngineConfig& engine);
 // Reads an engine JSON file, or the name of a preset in configs/engines/ (without ".json").
 absl::StatusOr<EngineConfig> LoadEngine(std::string_view path_or_preset);
 

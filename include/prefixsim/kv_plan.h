@@ -19,6 +19,7 @@ struct KvGroup {
   int num_padding_layers = 0;  // virtual layers added by the group_size rule
   int num_drafter_layers = 0;  // how many of num_layers belong to the drafter
   int block_size = 0;          // tokens per block of this group (B_g)
+  int kernel_block_size = 0;   // block the attention kernel sees after splitting (reference §3.2)
   int64_t page_bytes = 0;      // bytes of one block for one layer, padding included
   int64_t padding_bytes = 0;   // page_bytes minus the real page of one layer
   int64_t sliding_window = 0;  // sliding_window groups
@@ -41,6 +42,11 @@ struct KvPlan {
   int64_t num_blocks = 0;        // including the null block
   int64_t bytes_per_block = 0;   // max over groups of summed pages
   bool enable_prefix_caching = true;
+  // Blocks one request of max_model_len holds at most, summed over groups (reference §2.3, §6.4).
+  int64_t blocks_per_max_len_request = 0;
+  // Lookahead tokens the speculative method reserves per decode step (reference §11).
+  int num_lookahead_tokens = 0;
+  int64_t max_model_len = 0;
   bool hybrid() const { return groups.size() > 1; }
   std::vector<std::string> warnings;
 };

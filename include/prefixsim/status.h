@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -45,6 +46,11 @@
 #endif
 
 namespace prefixsim {
+
+// Debian's Abseil is built with its own absl::string_view (not an alias of std::string_view), so
+// StrCat/StrFormat/Status messages need explicit conversions at the boundary.
+inline absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // Exit codes of the CLI (DESIGN §4.1).
 inline constexpr int kExitOk = 0;

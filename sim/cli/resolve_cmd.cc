@@ -1,17 +1,48 @@
-// Placeholder until the subcommand is implemented; it says so and fails.
+// `prefixsim resolve`: the KV plan for a model, an engine and a block-size policy (DESIGN §4.1).
 #include <iostream>
 
-#include "sim/cli/commands.h"
+#include "absl/strings/str_join.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/policy.h"
 #include "prefixsim/status.h"
+#include "sim/cli/commands.h"
+#include "sim/cli/common.h"
+#include "sim/plan/plan_format.h"
 
 namespace prefixsim::cli {
 
 void AddResolveCommand(CLI::App& app, CommandContext& ctx) {
-  auto* cmd = app.add_subcommand("resolve", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([&ctx] {
-    std::cerr << "prefixsim resolve: not implemented yet\n";
-    ctx.exit_code = kExitRuntimeFailure;
+  struct Options {
+    ModelEngineOptions model_engine;
+    std::string policy = "new";
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "resolve", "print the KV cache plan (groups, block sizes, S, H, A, num_blocks)");
+  AddModelEngineOptions(cmd, &options->model_engine);
+  cmd->add_option("--policy,-p", options->policy,
+                  "block-size policy: " + absl::StrJoin(RegisteredPolicyNames(), ", "))
+      ->capture_default_str();
+  cmd->add_flag("--json", options->json, "print the kv_plan JSON instead of the table");
+  cmd->callback([options, &ctx] {
+    auto loaded = LoadModelAndEngine(options->model_engine);
+    if (!loaded.ok()) {
+      ctx.exit_code = ReportError("resolve", loaded.status());
+      return;
+    }
+    auto plan = ResolveKvPlan(loaded->model, loaded->engine, options->policy);
+    if (!plan.ok()) {
+      ctx.exit_code = ReportError("resolve", plan.status());
+      return;
+    }
+    if (options->json) {
+      std::cout << KvPlanToJson(*plan).dump(2) << "\n";
+    } else {
+      std::cout << "model " << loaded->model.name << "   engine " << loaded->engine.source << "\n";
+      std::cout << FormatKvPlan(*plan);
+    }
+    ctx.exit_code = kExitOk;
   });
 }
 

@@ -1,0 +1,92 @@
+#include "sim/cli/common.h"
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "prefixsim/status.h"
+
+namespace prefixsim::cli {
+
+void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
+  cmd->add_option("--model,-m", options->model,
+                  "model JSON, HuggingFace config.json, or preset name in configs/models/")
+      ->required();
+  cmd->add_option("--engine,-e", options->engine,
+                  "engine JSON or preset name in configs/engines/")
+      ->required();
+  EngineOverrides& o = options->overrides;
+  auto* g = cmd->add_option_group("engine overrides", "override numeric options of the engine JSON");
+  g->add_option("--block-size", o.block_size, "primary block size (tokens)")->check(CLI::PositiveNumber);
+  g->add_option("--kv-cache-bytes", o.kv_cache_bytes, "KV cache memory in bytes")->check(CLI::PositiveNumber);
+  g->add_option("--num-gpu-blocks", o.num_gpu_blocks, "KV blocks (replaces --kv-cache-bytes)")
+      ->check(CLI::Range(int64_t{2}, std::numeric_limits<int64_t>::max()));
+  g->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")
+      ->check(CLI::PositiveNumber);
+  g->add_option("--max-num-seqs", o.max_num_seqs, "max running requests")->check(CLI::PositiveNumber);
+  g->add_option("--max-model-len", o.max_model_len, "max tokens per request")->check(CLI::PositiveNumber);
+  g->add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
+                "cap on prefill tokens per request per step (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  g->add_option("--prefix-match-unit", o.prefix_match_unit, "hash block size override (tokens)")
+      ->check(CLI::PositiveNumber);
+  g->add_option("--tensor-parallel-size", o.tensor_parallel_size, "TP size (HF configs)")
+      ->check(CLI::PositiveNumber);
+  g->add_option("--num-speculative-tokens", o.num_speculative_tokens,
+                "draft tokens per step (0 turns speculative decoding off)")
+      ->check(CLI::NonNegativeNumber);
+  g->add_option("--speculative-method", o.speculative_method, "eagle, eagle3, mtp, dspark, ...");
+  g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
+  g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
+  g->add_flag("--no-spec", o.no_speculative, "turn speculative decoding off (drops drafter layers)");
+}
+
+absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine) {
+  if (o.block_size) engine.block_size = static_cast<int>(*o.block_size);
+  if (o.kv_cache_bytes) {
+    engine.kv_cache_bytes = *o.kv_cache_bytes;
+    engine.num_gpu_blocks.reset();
+  }
+  if (o.num_gpu_blocks) engine.num_gpu_blocks = *o.num_gpu_blocks;
+  if (o.max_num_batched_tokens) engine.max_num_batched_tokens = *o.max_num_batched_tokens;
+  if (o.max_num_seqs) engine.max_num_seqs = *o.max_num_seqs;
+  if (o.max_model_len) engine.max_model_len = *o.max_model_len;
+  if (o.long_prefill_token_threshold) {
+    engine.long_prefill_token_threshold = *o.long_prefill_token_threshold;
+  }
+  if (o.prefix_match_unit) engine.prefix_match_unit = static_cast<int>(*o.prefix_match_unit);
+  if (o.tensor_parallel_size) engine.tensor_parallel_size = static_cast<int>(*o.tensor_parallel_size);
+  if (o.speculative_method) engine.speculative.method = *o.speculative_method;
+  if (o.num_speculative_tokens) {
+    engine.speculative.num_speculative_tokens = static_cast<int>(*o.num_speculative_tokens);
+    engine.speculative.enabled = *o.num_speculative_tokens > 0;
+  }
+  if (o.no_speculative) {
+    engine.speculative.enabled = false;
+    engine.speculative.num_speculative_tokens = 0;
+  }
+  if (o.enable_prefix_caching) engine.enable_prefix_caching = *o.enable_prefix_caching;
+  if (o.enable_chunked_prefill) engine.enable_chunked_prefill = *o.enable_chunked_prefill;
+  absl::Status valid = ValidateEngineConfig(engine);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(engine.source, " with command-line overrides: ", valid.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelAndEngine> LoadModelAndEngine(const ModelEngineOptions& options) {
+  ModelAndEngine out;
+  PREFIXSIM_ASSIGN_OR_RETURN(out.engine, LoadEngine(options.engine));
+  PREFIXSIM_RETURN_IF_ERROR(ApplyEngineOverrides(options.overrides, out.engine));
+  ModelLoadOptions load;
+  load.tensor_parallel_size = out.engine.tensor_parallel_size;
+  PREFIXSIM_ASSIGN_OR_RETURN(out.model, LoadModel(options.model, load));
+  return out;
+}
+
+int ReportError(std::string_view command, const absl::Status& status) {
+  std::cerr << "prefixsim " << command << ": " << status.message() << "\n";
+  return ExitCodeFor(status);
+}
+
+}  // namespace prefixsim::cli

@@ -1,0 +1,342 @@
+#include <array>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "prefixsim/engine_config.h"
+#include "prefixsim/status.h"
+#include "sim/plan/json_config.h"
+
+namespace prefixsim {
+namespace {
+
+struct BuiltinBackend {
+  std::string_view name;
+  std::vector<KernelBlockSize> sizes;
+  int preferred_block_size;
+};
+
+// Reference §3.1 (docs/design/attention_backends.md); preferred sizes from reference §4
+// (FlashMLA 64, CUTLASS_MLA 128, FA 16; the others are [inferred]).
+const std::vector<BuiltinBackend>& BuiltinBackends() {
+  static const auto* table = new std::vector<BuiltinBackend>{
+      {"FLASH_ATTN", {{16, true}}, 16},
+      {"TRITON_ATTN", {{16, true}}, 16},
+      {"FLASHINFER", {{16, false}, {32, false}, {64, false}}, 16},
+      {"FLEX_ATTENTION", {{1, true}}, 16},
+      {"CPU_ATTN", {{1, true}}, 16},
+      {"TREE_ATTN", {{16, true}}, 16},
+      {"ROCM_ATTN", {{16, true}}, 16},
+      {"ROCM_AITER_UNIFIED", {{16, true}}, 16},
+      {"ROCM_AITER_FA", {{16, false}, {32, false}}, 16},
+      {"TURBOQUANT", {{16, false}, {32, false}, {64, false}, {128, false}}, 16},
+      {"FLASHMLA", {{64, false}}, 64},
+      {"FLASHMLA_SPARSE", {{64, false}}, 64},
+      {"FLASHINFER_MLA", {{32, false}, {64, false}}, 64},
+      {"FLASHINFER_MLA_SPARSE", {{32, false}, {64, false}}, 64},
+      {"CUTLASS_MLA", {{128, false}}, 128},
+      {"TRITON_MLA", {{16, true}}, 16},
+      {"FLASH_ATTN_MLA", {{16, true}}, 16},
+      {"ROCM_AITER_MLA", {{1, false}}, 1},
+      {"ROCM_AITER_MLA_SPARSE", {{1, false}}, 1},
+  };
+  return *table;
+}
+
+// Keys of the "backends" object. vLLM's KVCacheSpecKind names are accepted as aliases.
+std::optional<LayerKind> BackendKindKey(std::string_view key) {
+  if (auto kind = ParseLayerKind(key)) return kind;
+  if (key == "mla_attention") return LayerKind::kMla;
+  if (key == "chunked_local_attention") return LayerKind::kChunkedLocal;
+  return std::nullopt;
+}
+
+absl::StatusOr<AttentionBackend> ParseBackend(const JsonConfig& doc, const nlohmann::json& value,
+                                              const std::string& path) {
+  if (value.is_string()) {
+    auto backend = LookupBackend(value.get<std::string>());
+    if (!backend.ok()) return doc.Error(path, StdView(backend.status().message()));
+    return backend;
+  }
+  if (!value.is_object()) {
+    return doc.Error(path, "must be a backend name or an object {name, kernel_block_sizes}");
+  }
+  AttentionBackend backend;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto name, doc.OptionalString(value, path, "name"));
+  if (!name) return doc.Error(JsonConfig::Join(path, "name"), "missing");
+  backend.name = *name;
+  auto builtin = LookupBackend(*name);
+  auto sizes = value.find("kernel_block_sizes");
+  if (sizes == value.end()) {
+    if (!builtin.ok()) {
+      return doc.Error(JsonConfig::Join(path, "kernel_block_sizes"),
+                       absl::StrCat("missing (backend '", *name, "' is not built in)"));
+    }
+    backend = *builtin;
+  } else {
+    const std::string sizes_path = JsonConfig::Join(path, "kernel_block_sizes");
+    if (!sizes->is_array() || sizes->empty()) {
+      return doc.Error(sizes_path, "must be a non-empty list of sizes or {\"multiple_of\": N}");
+    }
+    for (size_t i = 0; i < sizes->size(); ++i) {
+      const auto& item = (*sizes)[i];
+      const std::string item_path = absl::StrCat(sizes_path, "[", i, "]");
+      if (item.is_number_integer() && item.get<int64_t>() >= 1) {
+        backend.kernel_block_sizes.push_back({static_cast<int>(item.get<int64_t>()), false});
+      } else if (item.is_object()) {
+        PREFIXSIM_ASSIGN_OR_RETURN(int64_t base, doc.RequiredInt(item, item_path, "multiple_of", 1));
+        backend.kernel_block_sizes.push_back({static_cast<int>(base), true});
+      } else {
+        return doc.Error(item_path, "must be a positive integer or {\"multiple_of\": N}");
+      }
+    }
+    backend.preferred_block_size = builtin.ok() ? builtin->preferred_block_size : 0;
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(auto preferred, doc.OptionalInt(value, path, "preferred_block_size", 1));
+  if (preferred) backend.preferred_block_size = static_cast<int>(*preferred);
+  if (backend.preferred_block_size == 0) {
+    // A custom backend without a preference: its smallest declared size.
+    int smallest = backend.kernel_block_sizes.front().value;
+    for (const auto& s : backend.kernel_block_sizes) smallest = std::min(smallest, s.value);
+    backend.preferred_block_size = smallest;
+  }
+  return backend;
+}
+
+absl::Status ParseSpeculative(const JsonConfig& doc, const nlohmann::json& value,
+                              SpeculativeConfig& spec) {
+  const std::string path = "speculative";
+  if (value.is_null()) return absl::OkStatus();
+  if (!value.is_object()) return doc.Error(path, "must be an object or null");
+  PREFIXSIM_ASSIGN_OR_RETURN(auto method, doc.OptionalString(value, path, "method"));
+  if (method) spec.method = *method;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto k, doc.OptionalInt(value, path, "num_speculative_tokens", 0));
+  spec.num_speculative_tokens = static_cast<int>(k.value_or(0));
+  spec.enabled = spec.num_speculative_tokens > 0;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto drop, doc.OptionalBool(value, path, "eagle_block_drop"));
+  spec.eagle_block_drop = drop;
+  auto acceptance = value.find("acceptance");
+  if (acceptance != value.end() && !acceptance->is_null()) {
+    const std::string apath = "speculative.acceptance";
+    if (!acceptance->is_object()) return doc.Error(apath, "must be an object");
+    PREFIXSIM_ASSIGN_OR_RETURN(auto model, doc.OptionalString(*acceptance, apath, "model"));
+    if (model) spec.acceptance.model = *model;
+    for (std::string_view key : {"rates", "histogram"}) {
+      auto list = acceptance->find(std::string(key));
+      if (list == acceptance->end()) continue;
+      const std::string lpath = JsonConfig::Join(apath, key);
+      if (!list->is_array()) return doc.Error(lpath, "must be a list of numbers");
+      std::vector<double>& out = key == "rates" ? spec.acceptance.rates : spec.acceptance.histogram;
+      for (size_t i = 0; i < list->size(); ++i) {
+        const auto& item = (*list)[i];
+        if (!item.is_number() || item.get<double>() < 0 ||
+            (key == "rates" && item.get<double>() > 1)) {
+          return doc.Error(absl::StrCat(lpath, "[", i, "]"),
+                           key == "rates" ? "must be a probability in [0, 1]"
+                                          : "must be a non-negative weight");
+        }
+        out.push_back(item.get<double>());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseCostModel(const JsonConfig& doc, const nlohmann::json& value,
+                            CostModelConfig& cost) {
+  const std::string path = "cost_model";
+  if (!value.is_object()) return doc.Error(path, "must be an object");
+  PREFIXSIM_ASSIGN_OR_RETURN(auto kind, doc.OptionalString(value, path, "kind"));
+  if (kind) cost.kind = *kind;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto gpu, doc.OptionalString(value, path, "gpu"));
+  if (gpu) cost.gpu = absl::AsciiStrToLower(*gpu);
+  PREFIXSIM_ASSIGN_OR_RETURN(auto table, doc.OptionalString(value, path, "table"));
+  if (table) cost.table_path = *table;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionBackend> LookupBackend(std::string_view name) {
+  const std::string upper = absl::AsciiStrToUpper(AbslView(name));
+  for (const auto& b : BuiltinBackends()) {
+    if (b.name == upper) return AttentionBackend{std::string(b.name), b.sizes, b.preferred_block_size};
+  }
+  return absl::NotFoundError(absl::StrCat("unknown attention backend '", AbslView(name), "' (built in: ",
+                                          absl::StrJoin(BuiltinBackendNames(), ", "),
+                                          "; or give {name, kernel_block_sizes})"));
+}
+
+std::vector<std::string> BuiltinBackendNames() {
+  std::vector<std::string> names;
+  for (const auto& b : BuiltinBackends()) names.emplace_back(b.name);
+  return names;
+}
+
+std::string_view MambaCacheModeName(MambaCacheMode mode) {
+  switch (mode) {
+    case MambaCacheMode::kNone:
+      return "none";
+    case MambaCacheMode::kAlign:
+      return "align";
+    case MambaCacheMode::kAll:
+      return "all";
+  }
+  return "?";
+}
+
+int SpeculativeConfig::LookaheadTokens() const {
+  if (!enabled) return 0;
+  // Reference §11: ngram/suffix/medusa proposers need no lookahead KV slots.
+  if (method == "ngram" || method == "suffix" || method == "medusa") return 0;
+  return num_speculative_tokens;
+}
+
+const AttentionBackend& EngineConfig::BackendFor(LayerKind kind) const {
+  auto it = backends.find(kind);
+  return it != backends.end() ? it->second : default_backend;
+}
+
+absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_view source) {
+  PREFIXSIM_ASSIGN_OR_RETURN(JsonConfig doc, JsonConfig::Parse(text, source));
+  const nlohmann::json& root = doc.root();
+  if (!root.is_object()) return doc.Error("", "an engine config must be a JSON object");
+  EngineConfig engine;
+  engine.source = std::string(source);
+  engine.default_backend = *LookupBackend("FLASH_ATTN");
+  // MLA layers cannot run FLASH_ATTN; vLLM's automatic choice on Hopper is FlashMLA [inferred].
+  engine.backends[LayerKind::kMla] = *LookupBackend("FLASHMLA");
+
+  PREFIXSIM_ASSIGN_OR_RETURN(auto block_size, doc.OptionalInt(root, "", "block_size", 1));
+  if (block_size) engine.block_size = static_cast<int>(*block_size);
+  if (auto it = root.find("backend"); it != root.end() && !it->is_null()) {
+    PREFIXSIM_ASSIGN_OR_RETURN(engine.default_backend, ParseBackend(doc, *it, "backend"));
+  }
+  if (auto it = root.find("backends"); it != root.end() && !it->is_null()) {
+    if (!it->is_object()) return doc.Error("backends", "must be an object {kind: backend}");
+    for (const auto& [key, value] : it->items()) {
+      const std::string path = absl::StrCat("backends.", key);
+      auto kind = BackendKindKey(key);
+      if (!kind || *kind == LayerKind::kMamba) {
+        return doc.Error(path, "unknown attention kind (known: full_attention, mla, "
+                               "sliding_window, chunked_local)");
+      }
+      PREFIXSIM_ASSIGN_OR_RETURN(engine.backends[*kind], ParseBackend(doc, value, path));
+    }
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(engine.kv_cache_bytes, doc.OptionalInt(root, "", "kv_cache_bytes", 1));
+  PREFIXSIM_ASSIGN_OR_RETURN(engine.num_gpu_blocks, doc.OptionalInt(root, "", "num_gpu_blocks", 2));
+  struct IntField {
+    std::string_view key;
+    int64_t* out;
+    int64_t min_value;
+  };
+  for (const IntField& f : {IntField{"max_num_batched_tokens", &engine.max_num_batched_tokens, 1},
+                            IntField{"max_num_seqs", &engine.max_num_seqs, 1},
+                            IntField{"max_model_len", &engine.max_model_len, 2},
+                            IntField{"long_prefill_token_threshold",
+                                     &engine.long_prefill_token_threshold, 0}}) {
+    PREFIXSIM_ASSIGN_OR_RETURN(auto v, doc.OptionalInt(root, "", f.key, f.min_value));
+    if (v) *f.out = *v;
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(auto pmu, doc.OptionalInt(root, "", "prefix_match_unit", 1));
+  if (pmu) engine.prefix_match_unit = static_cast<int>(*pmu);
+  for (auto [key, out] : {std::pair<std::string_view, bool*>{"enable_prefix_caching",
+                                                             &engine.enable_prefix_caching},
+                          {"enable_chunked_prefill", &engine.enable_chunked_prefill},
+                          {"disable_hybrid_kv_cache_manager",
+                           &engine.disable_hybrid_kv_cache_manager}}) {
+    PREFIXSIM_ASSIGN_OR_RETURN(auto v, doc.OptionalBool(root, "", key));
+    if (v) *out = *v;
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(auto mode, doc.OptionalString(root, "", "mamba_cache_mode"));
+  if (mode) {
+    if (*mode == "none") {
+      engine.mamba_cache_mode = MambaCacheMode::kNone;
+    } else if (*mode == "align") {
+      engine.mamba_cache_mode = MambaCacheMode::kAlign;
+    } else if (*mode == "all") {
+      engine.mamba_cache_mode = MambaCacheMode::kAll;
+    } else {
+      return doc.Error("mamba_cache_mode", absl::StrCat("unknown mode '", *mode,
+                                                        "' (known: none, align, all)"));
+    }
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(auto tp, doc.OptionalInt(root, "", "tensor_parallel_size", 1));
+  if (tp) engine.tensor_parallel_size = static_cast<int>(*tp);
+  PREFIXSIM_ASSIGN_OR_RETURN(auto dcp, doc.OptionalInt(root, "", "decode_context_parallel_size", 1));
+  if (dcp) engine.decode_context_parallel_size = static_cast<int>(*dcp);
+  PREFIXSIM_ASSIGN_OR_RETURN(engine.skip_page_size_padded,
+                             doc.OptionalInt(root, "", "skip_page_size_padded", 1));
+  if (auto it = root.find("speculative"); it != root.end()) {
+    PREFIXSIM_RETURN_IF_ERROR(ParseSpeculative(doc, *it, engine.speculative));
+  }
+  if (auto it = root.find("cost_model"); it != root.end()) {
+    PREFIXSIM_RETURN_IF_ERROR(ParseCostModel(doc, *it, engine.cost_model));
+  }
+  absl::Status valid = ValidateEngineConfig(engine);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(source), ": ", valid.message()));
+  }
+  return engine;
+}
+
+absl::Status ValidateEngineConfig(const EngineConfig& engine) {
+  if (!engine.kv_cache_bytes && !engine.num_gpu_blocks) {
+    return absl::InvalidArgumentError(
+        "field 'kv_cache_bytes': missing (give kv_cache_bytes or num_gpu_blocks)");
+  }
+  const SpeculativeConfig& spec = engine.speculative;
+  if (spec.enabled) {
+    static constexpr std::array<std::string_view, 8> kMethods = {
+        "eagle", "eagle3", "mtp", "dspark", "draft_model", "ngram", "suffix", "medusa"};
+    if (std::find(kMethods.begin(), kMethods.end(), spec.method) == kMethods.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field 'speculative.method': unknown method '", spec.method,
+          "' (known: eagle, eagle3, mtp, dspark, draft_model, ngram, suffix, medusa)"));
+    }
+    const AcceptanceConfig& a = spec.acceptance;
+    const size_t k = static_cast<size_t>(spec.num_speculative_tokens);
+    if (a.model == "geometric") {
+      if (a.rates.size() != 1) {
+        return absl::InvalidArgumentError(
+            "field 'speculative.acceptance.rates': the geometric model takes exactly one rate");
+      }
+    } else if (a.model == "per_position") {
+      if (a.rates.size() != k) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field 'speculative.acceptance.rates': per_position needs one rate per draft "
+            "position (", k, "), got ", a.rates.size()));
+      }
+    } else if (a.model == "empirical") {
+      double total = 0;
+      for (double w : a.histogram) total += w;
+      if (a.histogram.size() != k + 1 || total <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field 'speculative.acceptance.histogram': empirical needs ", k + 1,
+            " non-negative weights (accepting 0..", k, " drafts) with a positive sum"));
+      }
+    } else if (a.model != "trace") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field 'speculative.acceptance.model': unknown model '", a.model,
+                       "' (known: geometric, per_position, empirical, trace)"));
+    }
+  }
+  if (engine.cost_model.kind != "analytic" && engine.cost_model.kind != "table") {
+    return absl::InvalidArgumentError(absl::StrCat("field 'cost_model.kind': unknown kind '",
+                                                   engine.cost_model.kind,
+                                                   "' (known: analytic, table)"));
+  }
+  if (engine.cost_model.kind == "table" && engine.cost_model.table_path.empty()) {
+    return absl::InvalidArgumentError("field 'cost_model.table': missing for kind 'table'");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineConfig> LoadEngine(std::string_view path_or_preset) {
+  PREFIXSIM_ASSIGN_OR_RETURN(std::string path, ResolvePresetPath(path_or_preset, "engines"));
+  PREFIXSIM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return ParseEngineJson(text, path);
+}
+
+}  // namespace prefixsim

@@ -1,0 +1,17 @@
+// The KvPlan as JSON (DESIGN §4.5 kv_plan) and as a readable table.
+#ifndef PREFIXSIM_SIM_PLAN_PLAN_FORMAT_H_
+#define PREFIXSIM_SIM_PLAN_PLAN_FORMAT_H_
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "prefixsim/kv_plan.h"
+
+namespace prefixsim {
+
+nlohmann::ordered_json KvPlanToJson(const KvPlan& plan);
+std::string FormatKvPlan(const KvPlan& plan);
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_PLAN_PLAN_FORMAT_H_

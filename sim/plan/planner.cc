@@ -1,0 +1,480 @@
+// The KV planner: ModelSpec + EngineConfig + block-size policy -> KvPlan, following vLLM's startup
+// pipeline (reference §1): primary block size (§4), per-layer specs with the SWA policy (§5),
+// grouping (§6), memory (§6.4) and the scheduler/hash granularities (§7). Pure: no engine state.
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/policy.h"
+#include "prefixsim/status.h"
+
+namespace prefixsim {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One concrete layer's KV cache spec.
+struct LayerKv {
+  LayerKind kind;
+  bool drafter;
+  int64_t per_token_bytes = 0;  // attention only
+  int64_t state_bytes = 0;      // mamba only
+  int64_t block_size = 0;
+  int64_t real_page = 0;  // page without padding
+  int64_t page = 0;       // page_size_bytes (padding included)
+  int64_t sliding_window = 0;
+  int64_t attention_chunk_size = 0;
+
+  int64_t RealPageAt(int64_t block) const {
+    return kind == LayerKind::kMamba ? state_bytes : block * per_token_bytes;
+  }
+  // The identity vLLM buckets layers by (spec equality, reference §6.3).
+  auto SpecKey() const {
+    return std::make_tuple(static_cast<int>(kind), block_size, page, real_page, sliding_window,
+                           attention_chunk_size, per_token_bytes);
+  }
+};
+
+bool IsFullFamily(LayerKind kind) {
+  return kind == LayerKind::kFullAttention || kind == LayerKind::kMla;
+}
+
+// Reference §6.1 step 4: UniformTypeKVCacheSpecs.from_specs.
+bool IsUniformType(const std::vector<LayerKv>& layers) {
+  const LayerKv& first = layers.front();
+  for (const LayerKv& l : layers) {
+    if (l.block_size != first.block_size) return false;
+    if (IsFullFamily(first.kind)) {
+      if (!IsFullFamily(l.kind)) return false;
+    } else if (l.kind != first.kind) {
+      return false;
+    } else if (l.kind == LayerKind::kSlidingWindow && l.sliding_window != first.sliding_window) {
+      return false;
+    } else if (l.kind == LayerKind::kChunkedLocal &&
+               l.attention_chunk_size != first.attention_chunk_size) {
+      return false;
+    } else if (l.kind == LayerKind::kMamba && l.page != first.page) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Reference §3.2 select_common_block_size: the kernel block a group block is split into.
+absl::StatusOr<int> SelectKernelBlockSize(const AttentionBackend& backend, int64_t block_size,
+                                    bool padded) {
+  for (const auto& s : backend.kernel_block_sizes) {
+    if (s.Accepts(block_size)) return static_cast<int>(block_size);
+  }
+  if (padded) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend ", backend.name, " cannot run block size ", block_size,
+        " unsplit, and padded KV pages do not support kernel block splitting"));
+  }
+  std::vector<int> ints;
+  for (const auto& s : backend.kernel_block_sizes) {
+    if (!s.multiple_of) ints.push_back(s.value);
+  }
+  std::sort(ints.rbegin(), ints.rend());
+  for (int size : ints) {
+    if (block_size % size == 0) return size;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("no common block size: backend ", backend.name,
+                                                 " has no kernel block that divides ",
+                                                 block_size));
+}
+
+// Reference §2.3: pages one request of max_model_len holds in a group of this spec.
+int64_t MaxPagesPerRequest(const KvGroup& group, const EngineConfig& engine,
+                           int64_t lookahead_tokens) {
+  const int64_t m = engine.max_model_len;
+  const int64_t t = engine.max_num_batched_tokens + lookahead_tokens;
+  const int64_t b = group.block_size;
+  switch (group.kind) {
+    case LayerKind::kFullAttention:
+    case LayerKind::kMla:
+      return CeilDiv(m, b);
+    case LayerKind::kSlidingWindow:
+      return CeilDiv(std::min(group.sliding_window - 1 + t, m), b) + 1;
+    case LayerKind::kChunkedLocal:
+      return CeilDiv(std::min(group.attention_chunk_size + t, m), b);
+    case LayerKind::kMamba:
+      switch (engine.mamba_cache_mode) {
+        case MambaCacheMode::kNone:
+          return 1;
+        case MambaCacheMode::kAlign:
+          return 2;
+        case MambaCacheMode::kAll:
+          return CeilDiv(m, b);
+      }
+  }
+  return CeilDiv(m, b);
+}
+
+// Reference §9.4 / §6.3: whether the EAGLE/MTP last-unit drop applies. [inferred] default: on for
+// the EAGLE-style proposers vLLM has always dropped for (eagle, eagle3, mtp), off for dspark and
+// draft models (PR #53007 reports the DSpark run equal to the no-speculation run, which a drop
+// of one unit per request would not give); speculative.eagle_block_drop overrides.
+bool UsesEagleBlockDrop(const SpeculativeConfig& spec) {
+  if (!spec.enabled) return false;
+  if (spec.eagle_block_drop) return *spec.eagle_block_drop;
+  return spec.method == "eagle" || spec.method == "eagle3" || spec.method == "mtp";
+}
+
+}  // namespace
+
+absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
+                                     std::string_view policy_name) {
+  const BlockSizePolicy* policy = FindPolicy(policy_name);
+  if (policy == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown policy '", AbslView(policy_name), "' (known: ",
+                                                   absl::StrJoin(RegisteredPolicyNames(), ", "),
+                                                   ")"));
+  }
+  auto bad = [&](std::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(model.source.empty() ? model.name : model.source,
+                                                   " with ", engine.source, ": ", AbslView(message)));
+  };
+  KvPlan plan;
+  plan.policy = std::string(policy->name());
+  plan.enable_prefix_caching = engine.enable_prefix_caching;
+  plan.max_model_len = engine.max_model_len;
+  plan.num_lookahead_tokens = engine.speculative.LookaheadTokens();
+  const bool speculative = engine.speculative.enabled;
+
+  // Concrete layers; drafter layers exist only with speculative decoding.
+  std::vector<LayerKv> layers;
+  const LayerSpec* primary = nullptr;  // the first full-attention or MLA layer
+  const LayerSpec* first_attention = nullptr;
+  int64_t mamba_state_bytes = 0;
+  for (const LayerSpec& spec : model.layers) {
+    if (spec.drafter && !speculative) continue;
+    if (IsAttention(spec.kind)) {
+      if (first_attention == nullptr) first_attention = &spec;
+      if (primary == nullptr && IsFullFamily(spec.kind)) primary = &spec;
+    } else {
+      mamba_state_bytes = std::max(mamba_state_bytes, spec.state_bytes);
+    }
+    for (int i = 0; i < spec.count; ++i) {
+      LayerKv l{spec.kind, spec.drafter};
+      if (IsAttention(spec.kind)) {
+        l.per_token_bytes = spec.BytesPerToken();
+        if (l.per_token_bytes <= 0) return bad("a layer has no KV bytes per token");
+      } else {
+        l.state_bytes = spec.state_bytes;
+      }
+      l.sliding_window = spec.sliding_window;
+      l.attention_chunk_size = spec.attention_chunk_size;
+      layers.push_back(l);
+    }
+  }
+  if (layers.empty()) return bad("the model has no layers");
+  if (first_attention == nullptr) {
+    return bad("the model has no attention layers; prefixsim needs at least one");
+  }
+  if (primary == nullptr) primary = first_attention;
+  const AttentionBackend& primary_backend = engine.BackendFor(primary->kind);
+
+  // §4: the primary block size.
+  int64_t block_size = engine.block_size.value_or(
+      mamba_state_bytes > 0 ? 16 : primary_backend.preferred_block_size);
+  int64_t mamba_page_padded = 0;
+  if (mamba_state_bytes > 0) {
+    const int64_t a1 = primary->BytesPerToken();
+    int64_t smallest_kernel = primary_backend.kernel_block_sizes.front().value;
+    for (const auto& s : primary_backend.kernel_block_sizes) {
+      smallest_kernel = std::min<int64_t>(smallest_kernel, s.value);
+    }
+    const int64_t k = std::max(smallest_kernel, block_size);
+    // mode "all" aligns to lcm(mamba chunk, k); prefixsim has no mamba chunk size, so it uses k.
+    const int64_t attn_block = k * CeilDiv(mamba_state_bytes, k * a1);
+    if (block_size < attn_block) {
+      plan.warnings.push_back(absl::StrCat("mamba alignment: setting attention block size to ",
+                                           attn_block, " (was ", block_size, ")"));
+      block_size = attn_block;
+    }
+    mamba_page_padded = block_size * a1;
+  }
+  plan.primary_block_size = static_cast<int>(block_size);
+
+  // §5: per-layer specs.
+  for (LayerKv& l : layers) {
+    switch (l.kind) {
+      case LayerKind::kSlidingWindow:
+        l.block_size = policy->SlidingWindowBlockSize(engine.BackendFor(l.kind), l.per_token_bytes,
+                                                      engine.skip_page_size_padded,
+                                                      static_cast<int>(block_size));
+        break;
+      case LayerKind::kMamba:
+        l.block_size = block_size;
+        break;
+      default:
+        l.block_size = block_size;
+    }
+    l.real_page = l.RealPageAt(l.block_size);
+    l.page = l.real_page;
+    if (l.kind == LayerKind::kMamba && mamba_page_padded > l.page) l.page = mamba_page_padded;
+    if (l.kind == LayerKind::kSlidingWindow && engine.skip_page_size_padded) {
+      l.page = std::max(l.page, *engine.skip_page_size_padded);
+    }
+  }
+  if (engine.disable_hybrid_kv_cache_manager) {
+    // §6.1 step 1: windowed layers get full allocation (compute stays windowed).
+    for (LayerKv& l : layers) {
+      if (l.kind == LayerKind::kSlidingWindow || l.kind == LayerKind::kChunkedLocal) {
+        l.kind = LayerKind::kFullAttention;
+        l.sliding_window = l.attention_chunk_size = 0;
+        l.block_size = block_size;
+        l.real_page = l.page = l.RealPageAt(block_size);
+      }
+    }
+  }
+
+  // §6.1: the grouping decision order.
+  auto single_group = [&](std::vector<LayerKv>& all) {
+    KvGroup g;
+    g.kind = all.front().kind;
+    g.block_size = static_cast<int>(all.front().block_size);
+    g.sliding_window = all.front().sliding_window;
+    g.attention_chunk_size = all.front().attention_chunk_size;
+    int64_t sum = 0;
+    for (const LayerKv& l : all) {
+      ++g.num_layers;
+      g.num_drafter_layers += l.drafter;
+      sum += l.page;
+      if (l.page > g.page_bytes) {
+        g.page_bytes = l.page;
+        g.padding_bytes = l.page - l.real_page;
+      }
+    }
+    plan.groups.push_back(g);
+    plan.group_size = g.num_layers;
+    plan.bytes_per_block = sum;
+  };
+  const bool all_identical = std::all_of(layers.begin(), layers.end(), [&](const LayerKv& l) {
+    return l.SpecKey() == layers.front().SpecKey();
+  });
+  if (all_identical || IsUniformType(layers)) {
+    single_group(layers);
+  } else {
+    // §6.2 unify_kv_cache_spec_page_size.
+    int64_t max_page = 0;
+    for (const LayerKv& l : layers) max_page = std::max(max_page, l.page);
+    bool unify_failed = false;
+    std::vector<LayerKv> unified = layers;
+    for (LayerKv& l : unified) {
+      if (l.page == max_page) continue;
+      if (l.kind == LayerKind::kMamba) {
+        l.page = max_page;
+      } else if (max_page % l.page == 0) {
+        const int64_t ratio = max_page / l.page;
+        l.block_size *= ratio;
+        l.real_page *= ratio;
+        l.page = max_page;
+      } else if (l.kind != LayerKind::kMla) {
+        l.page = max_page;
+      } else {
+        unify_failed = true;
+      }
+    }
+    if (unify_failed) {
+      // §6.1 step 7: the full-allocation fallback, only for MLA + regular SWA.
+      const bool fallback_ok = std::all_of(layers.begin(), layers.end(), [](const LayerKv& l) {
+        return l.kind == LayerKind::kMla || l.kind == LayerKind::kSlidingWindow;
+      });
+      if (!fallback_ok) {
+        return bad(absl::StrFormat(
+            "page sizes cannot be unified: the largest page is %d bytes and an MLA page of a "
+            "smaller size neither divides it nor can be padded (padding only for non-MLA "
+            "attention; reference §6.2)",
+            max_page));
+      }
+      for (LayerKv& l : layers) {
+        if (l.kind == LayerKind::kSlidingWindow) {
+          l.kind = LayerKind::kFullAttention;
+          l.sliding_window = 0;
+          l.block_size = block_size;
+          l.real_page = l.page = l.RealPageAt(block_size);
+        }
+      }
+      plan.full_allocation_fallback = true;
+      plan.warnings.push_back(
+          "page sizes cannot be unified: treating sliding-window layers as full attention");
+      single_group(layers);
+    } else {
+      // §6.3: bucket by spec (in order of first appearance), group_size with the 1.5 rule.
+      std::vector<std::vector<const LayerKv*>> buckets;
+      for (const LayerKv& l : unified) {
+        auto it = std::find_if(buckets.begin(), buckets.end(), [&](const auto& b) {
+          return b.front()->SpecKey() == l.SpecKey();
+        });
+        if (it == buckets.end()) {
+          buckets.push_back({&l});
+        } else {
+          it->push_back(&l);
+        }
+      }
+      size_t min_layers = unified.size(), max_layers = 0;
+      for (const auto& b : buckets) {
+        min_layers = std::min(min_layers, b.size());
+        max_layers = std::max(max_layers, b.size());
+      }
+      const int64_t group_size =
+          static_cast<double>(max_layers) < 1.5 * static_cast<double>(min_layers) ? max_layers
+                                                                                  : min_layers;
+      int64_t padding_layers = 0;
+      for (const auto& b : buckets) {
+        const int64_t n = static_cast<int64_t>(b.size());
+        const int64_t num_groups = CeilDiv(n, group_size);
+        for (int64_t i = 0; i < num_groups; ++i) {
+          KvGroup g;
+          const LayerKv& spec = *b.front();
+          g.kind = spec.kind;
+          g.block_size = static_cast<int>(spec.block_size);
+          g.page_bytes = spec.page;
+          g.padding_bytes = spec.page - spec.real_page;
+          g.sliding_window = spec.sliding_window;
+          g.attention_chunk_size = spec.attention_chunk_size;
+          for (int64_t j = i; j < n; j += num_groups) {  // strided: bucket[i::num_groups]
+            ++g.num_layers;
+            g.num_drafter_layers += b[j]->drafter;
+          }
+          g.num_padding_layers = static_cast<int>(group_size - g.num_layers);
+          padding_layers += g.num_padding_layers;
+          plan.groups.push_back(g);
+        }
+      }
+      plan.group_size = static_cast<int>(group_size);
+      plan.bytes_per_block = group_size * max_page;
+      if (padding_layers > 0) {
+        plan.warnings.push_back(absl::StrFormat(
+            "added %d padding layers to reach group_size %d, may waste at most %.1f%% of KV memory",
+            padding_layers, group_size,
+            100.0 * padding_layers / (padding_layers + static_cast<double>(unified.size()))));
+      }
+    }
+  }
+
+  // §3.2: kernel block sizes (startup errors for blocks no kernel can run).
+  for (KvGroup& g : plan.groups) {
+    if (g.kind == LayerKind::kMamba) {
+      g.kernel_block_size = g.block_size;
+      continue;
+    }
+    auto kernel = SelectKernelBlockSize(engine.BackendFor(g.kind), g.block_size, g.padding_bytes > 0);
+    if (!kernel.ok()) return bad(StdView(kernel.status().message()));
+    g.kernel_block_size = *kernel;
+  }
+
+  // §6.4: memory.
+  if (engine.num_gpu_blocks) {
+    plan.num_blocks = *engine.num_gpu_blocks;
+  } else {
+    plan.num_blocks = *engine.kv_cache_bytes / plan.bytes_per_block;
+  }
+  if (plan.num_blocks < 2) {
+    return bad(absl::StrFormat(
+        "kv_cache_bytes gives %d blocks of %d bytes; at least 2 are needed (one is the null "
+        "block)",
+        plan.num_blocks, plan.bytes_per_block));
+  }
+  for (const KvGroup& g : plan.groups) {
+    plan.blocks_per_max_len_request += MaxPagesPerRequest(g, engine, plan.num_lookahead_tokens);
+  }
+  if (plan.blocks_per_max_len_request > plan.num_blocks - 1) {
+    return bad(absl::StrFormat(
+        "the KV cache (%d usable blocks) cannot hold one request of max_model_len %d, which "
+        "needs %d blocks; raise kv_cache_bytes or lower max_model_len",
+        plan.num_blocks - 1, engine.max_model_len, plan.blocks_per_max_len_request));
+  }
+
+  // §7: scheduler and hash granularities, hit alignment.
+  const int64_t dcp = engine.decode_context_parallel_size;
+  auto effective = [&](const KvGroup& g) -> int64_t {
+    return g.kind == LayerKind::kMamba ? g.block_size : g.block_size * dcp;
+  };
+  bool partial_hits = false;
+  if (plan.groups.size() <= 1) {
+    plan.scheduler_block_size = plan.hash_block_size = plan.groups.front().block_size * dcp;
+    if (engine.prefix_match_unit) {
+      plan.warnings.push_back(
+          "prefix_match_unit is ignored with a single KV cache group (hits align to its block)");
+    }
+  } else {
+    int64_t s = 1;
+    for (const KvGroup& g : plan.groups) s = std::lcm(s, effective(g));
+    plan.scheduler_block_size = plan.hash_block_size = s;
+    const bool has_non_align_mamba =
+        engine.mamba_cache_mode != MambaCacheMode::kAlign &&
+        std::any_of(plan.groups.begin(), plan.groups.end(),
+                    [](const KvGroup& g) { return g.kind == LayerKind::kMamba; });
+    if (engine.enable_prefix_caching && !has_non_align_mamba) {
+      int64_t h = 0;
+      for (const KvGroup& g : plan.groups) {
+        if (g.prefix_cacheable) h = std::gcd(h, effective(g));
+      }
+      if (engine.prefix_match_unit) {
+        h = *engine.prefix_match_unit;
+        for (const KvGroup& g : plan.groups) {
+          if (g.prefix_cacheable && effective(g) % h != 0) {
+            return bad(absl::StrCat("field 'prefix_match_unit': invalid prefix_match_unit=", h,
+                                    ": it must divide every group's block size, and ",
+                                    effective(g), " is not a multiple"));
+          }
+        }
+      }
+      plan.hash_block_size = h;
+      // Partial hits turn on only for an align-mode mamba group with B > H, and off again if a
+      // prefix-cacheable group lacks fine-grained lookup (sliding window) while its B != H.
+      partial_hits = std::any_of(plan.groups.begin(), plan.groups.end(), [&](const KvGroup& g) {
+        return g.kind == LayerKind::kMamba && g.block_size > h;
+      });
+      if (partial_hits) {
+        for (const KvGroup& g : plan.groups) {
+          if (g.prefix_cacheable && g.kind == LayerKind::kSlidingWindow && effective(g) != h) {
+            partial_hits = false;
+            plan.warnings.push_back(
+                "partial prefix hits disabled: the sliding-window group has no fine-grained "
+                "lookup and its block size differs from the hash block size");
+            break;
+          }
+        }
+      }
+    }
+  }
+  plan.partial_hits = partial_hits;
+  plan.hit_alignment = partial_hits ? plan.hash_block_size : plan.scheduler_block_size;
+
+  // §6.3 / §9.4: EAGLE groups. Groups with drafter MLA layers are flagged; if none is, all are.
+  if (UsesEagleBlockDrop(engine.speculative) && engine.enable_prefix_caching) {
+    bool any = false;
+    for (KvGroup& g : plan.groups) {
+      g.is_eagle_group = g.kind == LayerKind::kMla && g.drafter();
+      any |= g.is_eagle_group;
+    }
+    if (!any) {
+      for (KvGroup& g : plan.groups) g.is_eagle_group = true;
+    }
+  }
+
+  if (plan.scheduler_block_size > block_size) {
+    plan.warnings.push_back(absl::StrFormat(
+        "scheduler block size %d is %.2fx the primary block size %d: prefix hits align to it",
+        plan.scheduler_block_size, static_cast<double>(plan.scheduler_block_size) / block_size,
+        block_size));
+  }
+  for (const KvGroup& g : plan.groups) {
+    if (g.padding_bytes * 10 > g.page_bytes) {
+      plan.warnings.push_back(absl::StrFormat(
+          "%s group pages are padded by %d bytes (%.1f%% of each page)", AbslView(LayerKindName(g.kind)),
+          g.padding_bytes, 100.0 * g.padding_bytes / g.page_bytes));
+      break;
+    }
+  }
+  return plan;
+}
+
+}  // namespace prefixsim

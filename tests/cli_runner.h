@@ -1,0 +1,34 @@
+// Runs the prefixsim binary in tests and captures its output and exit code.
+#ifndef PREFIXSIM_TESTS_CLI_RUNNER_H_
+#define PREFIXSIM_TESTS_CLI_RUNNER_H_
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace prefixsim::testing {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// `args` is appended to the binary path as a shell command line.
+inline CliResult RunCli(const std::string& args) {
+  CliResult result;
+  const std::string command = std::string(PREFIXSIM_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+}  // namespace prefixsim::testing
+
+#endif  // PREFIXSIM_TESTS_CLI_RUNNER_H_
