@@ -38,32 +38,30 @@
 #include "nlohmann/json.hpp"
 #include "prefixsim/model.h"
 #include "prefixsim/status.h"
+#include "sim/plan/json_config.h"
 
 namespace prefixsim {
 namespace {
 
 using Json = nlohmann::json;
 
-// Debian's Abseil has its own string_view type; StrCat needs it.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 // Typed access to one JSON object of the config, with errors of the form
-// "source: field 'text_config.num_key_value_heads': missing". A JSON null counts as absent,
-// as it does for HuggingFace (e.g. "sliding_window": null).
+// "source:LINE: field 'text_config.num_key_value_heads': missing" (the line of the field, or of
+// the closest enclosing value when it is missing). A JSON null counts as absent, as it does for
+// HuggingFace (e.g. "sliding_window": null).
 class HfObject {
  public:
-  HfObject(const Json& object, std::string path, std::string_view source)
-      : object_(&object), path_(std::move(path)), source_(source) {}
+  HfObject(const Json& object, std::string path, const JsonConfig& doc)
+      : object_(&object), path_(std::move(path)), doc_(&doc) {}
 
   const Json& json() const { return *object_; }
-  std::string_view source() const { return source_; }
+  const JsonConfig& doc() const { return *doc_; }
 
   std::string FieldName(std::string_view key) const {
-    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", Av(key));
+    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", AbslView(key));
   }
   absl::Status Error(std::string_view key, std::string_view message) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Av(source_), ": field '", FieldName(key), "': ", Av(message)));
+    return doc_->Error(FieldName(key), message);
   }
   absl::Status Missing(std::string_view key) const { return Error(key, "missing"); }
 
@@ -145,7 +143,7 @@ class HfObject {
  private:
   const Json* object_;
   std::string path_;
-  std::string_view source_;
+  const JsonConfig* doc_;
 };
 
 // What a family mapping function gets.
@@ -523,7 +521,7 @@ absl::StatusOr<HfLayers> MapKimiLinear(const HfContext& ctx) {
   const Json* linear = c.Find("linear_attn_config");
   if (linear == nullptr) return c.Missing("linear_attn_config");
   if (!linear->is_object()) return c.Error("linear_attn_config", "expected an object");
-  HfObject lin(*linear, c.FieldName("linear_attn_config"), c.source());
+  HfObject lin(*linear, c.FieldName("linear_attn_config"), c.doc());
   PREFIXSIM_ASSIGN_OR_RETURN(int64_t heads, lin.Int("num_heads"));
   PREFIXSIM_ASSIGN_OR_RETURN(int64_t head_dim, lin.Int("head_dim"));
   PREFIXSIM_ASSIGN_OR_RETURN(int64_t conv_kernel, lin.Int("short_conv_kernel_size"));
@@ -688,19 +686,15 @@ bool LooksLikeHfConfig(std::string_view text) {
 
 absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view source,
                                          const ModelLoadOptions& options) {
-  Json root;
-  try {
-    root = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(Av(source), ": invalid JSON: ", e.what()));
-  }
+  PREFIXSIM_ASSIGN_OR_RETURN(JsonConfig doc, JsonConfig::Parse(text, source));
+  const Json& root = doc.root();
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(Av(source), ": a HuggingFace config must be a JSON object"));
+        absl::StrCat(AbslView(source), ": a HuggingFace config must be a JSON object"));
   }
   if (options.tensor_parallel_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Av(source), ": tensor_parallel_size must be at least 1, got ", options.tensor_parallel_size));
+        AbslView(source), ": tensor_parallel_size must be at least 1, got ", options.tensor_parallel_size));
   }
 
   // Multimodal wrappers (Gemma 3, Llama 4, Qwen3.5, Kimi-K2.5) nest the language model in
@@ -731,7 +725,7 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
                                                                              : inner_type, "'");
     if (!archs.empty()) absl::StrAppend(&what, ", architectures [", absl::StrJoin(archs, ", "), "]");
     return absl::InvalidArgumentError(
-        absl::StrCat(Av(source), ": unsupported HuggingFace architecture (", what,
+        absl::StrCat(AbslView(source), ": unsupported HuggingFace architecture (", what,
                      "); supported model_type values: ", SupportedList()));
   }
 
@@ -745,7 +739,7 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
     }
     text_config = &with_defaults;
   }
-  HfContext ctx{HfObject(*text_config, path, source)};
+  HfContext ctx{HfObject(*text_config, path, doc)};
   ctx.tp = options.tensor_parallel_size;
   // The model dtype: torch_dtype (older transformers) or dtype (newer), on either level.
   std::string model_dtype;

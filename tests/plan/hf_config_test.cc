@@ -351,7 +351,7 @@ TEST(HfConfigTest, MlaMissingLatentRankNamesTheField) {
   absl::Status status = ImportError(
       R"({"model_type": "deepseek_v3", "num_hidden_layers": 61, "qk_rope_head_dim": 64})");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(status.message()), "cfg.json: field 'kv_lora_rank': missing");
+  EXPECT_EQ(std::string(status.message()), "cfg.json:1: field 'kv_lora_rank': missing");
 }
 
 // ---- Linear-attention hybrids ------------------------------------------------------------------
@@ -443,9 +443,9 @@ TEST(HfConfigTest, KimiLinearLayerListsMustCoverEveryLayerOnce) {
                     HasSubstr("layer 2 (1-based) is in neither")));
   EXPECT_EQ(ErrorText(R"({"model_type": "kimi_linear", "num_hidden_layers": 3,
                             "linear_attn_config": {"head_dim": 128}})"),
-            "cfg.json: field 'linear_attn_config.num_heads': missing");
+            "cfg.json:2: field 'linear_attn_config.num_heads': missing");
   EXPECT_EQ(ErrorText(R"({"model_type": "kimi_linear", "num_hidden_layers": 3})"),
-            "cfg.json: field 'linear_attn_config': missing");
+            "cfg.json:1: field 'linear_attn_config': missing");
 }
 
 TEST(HfConfigTest, LinearAttentionHeadsMustSplitOverTensorParallel) {
@@ -482,9 +482,9 @@ TEST(HfConfigTest, ArchitecturesSelectTheFamilyWhenModelTypeIsUnknown) {
 
 TEST(HfConfigTest, MissingFieldsNameThemselves) {
   EXPECT_EQ(ErrorText(R"({"model_type": "llama", "num_attention_heads": 32})"),
-            "cfg.json: field 'num_hidden_layers': missing");
+            "cfg.json:1: field 'num_hidden_layers': missing");
   EXPECT_EQ(ErrorText(R"({"model_type": "llama", "num_hidden_layers": 2})"),
-            "cfg.json: field 'num_key_value_heads': missing (and no 'num_attention_heads' to "
+            "cfg.json:1: field 'num_key_value_heads': missing (and no 'num_attention_heads' to "
             "default to)");
   EXPECT_THAT(ErrorText(R"({"model_type": "llama", "num_hidden_layers": 2,
                               "num_key_value_heads": 8, "num_attention_heads": 32})"),
@@ -492,22 +492,22 @@ TEST(HfConfigTest, MissingFieldsNameThemselves) {
   EXPECT_EQ(ErrorText(R"({"model_type": "gpt_oss", "num_hidden_layers": 2,
                             "num_attention_heads": 64, "num_key_value_heads": 8,
                             "head_dim": 64})"),
-            "cfg.json: field 'sliding_window': missing");
+            "cfg.json:1: field 'sliding_window': missing");
   EXPECT_EQ(ErrorText(R"({"model_type": "qwen3_next", "num_hidden_layers": 4,
                             "num_attention_heads": 16, "num_key_value_heads": 2,
                             "head_dim": 256})"),
-            "cfg.json: field 'linear_num_key_heads': missing");
+            "cfg.json:1: field 'linear_num_key_heads': missing");
   // Nested text_config fields carry their path.
   EXPECT_EQ(ErrorText(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
                             "num_attention_heads": 40}})"),
-            "cfg.json: field 'text_config.num_hidden_layers': missing");
+            "cfg.json:1: field 'text_config.num_hidden_layers': missing");
 }
 
 TEST(HfConfigTest, WrongTypesAndBadValuesAreErrors) {
   EXPECT_EQ(ErrorText(R"({"model_type": "llama", "num_hidden_layers": "32"})"),
-            "cfg.json: field 'num_hidden_layers': expected an integer, got \"32\"");
+            "cfg.json:1: field 'num_hidden_layers': expected an integer, got \"32\"");
   EXPECT_EQ(ErrorText(R"({"model_type": "llama", "num_hidden_layers": 0})"),
-            "cfg.json: field 'num_hidden_layers': must be at least 1, got 0");
+            "cfg.json:1: field 'num_hidden_layers': must be at least 1, got 0");
   EXPECT_THAT(ErrorText(R"({"model_type": "gpt_oss", "num_hidden_layers": 2,
                               "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128,
                               "layer_types": ["sliding_attention"]})"),
@@ -525,8 +525,16 @@ TEST(HfConfigTest, WrongTypesAndBadValuesAreErrors) {
               HasSubstr("field 'mamba_ssm_dtype': unknown dtype 'int4'"));
 }
 
+TEST(HfConfigTest, ErrorsNameTheLineOfTheField) {
+  std::string text = ReadData("gemma-2-9b");
+  const std::string field = "\"sliding_window\": 4096";
+  text.replace(text.find(field), field.size(), "\"sliding_window\": \"4k\"");
+  EXPECT_EQ(std::string(ImportHfConfig(text, "gemma-2-9b.json", {}).status().message()),
+            "gemma-2-9b.json:27: field 'sliding_window': expected an integer, got \"4k\"");
+}
+
 TEST(HfConfigTest, MalformedJsonIsAnError) {
-  EXPECT_THAT(ErrorText("{\"model_type\": "), HasSubstr("cfg.json: invalid JSON"));
+  EXPECT_THAT(ErrorText("{\"model_type\": "), HasSubstr("cfg.json:1: invalid JSON"));
   EXPECT_THAT(ErrorText("[1, 2]"), HasSubstr("must be a JSON object"));
 }
 

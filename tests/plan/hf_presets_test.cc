@@ -226,5 +226,47 @@ TEST(HfPresetsTest, PresetsMatchTheirConvertedConfigs) {
   }
 }
 
+// The presets read back through the native parser give the converted layers, and the parser's
+// bytes per token agree with the converted shapes.
+TEST(HfPresetsTest, PresetsLoadThroughTheNativeParser) {
+  const std::string root = PREFIXSIM_SOURCE_DIR;
+  for (const Preset& preset : Presets()) {
+    SCOPED_TRACE(preset.name);
+    const std::string hf_path = root + "/tests/data/hf/" + preset.hf_file + ".json";
+    absl::StatusOr<ModelSpec> converted = ImportHfConfig(ReadFile(hf_path), hf_path, {});
+    ASSERT_TRUE(converted.ok()) << converted.status();
+    absl::StatusOr<ModelSpec> loaded = LoadModel(preset.name);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->name, preset.name);
+    ASSERT_EQ(loaded->layers.size(), converted->layers.size());
+    for (size_t i = 0; i < loaded->layers.size(); ++i) {
+      const LayerSpec& a = loaded->layers[i];
+      const LayerSpec& b = converted->layers[i];
+      EXPECT_EQ(a.kind, b.kind);
+      EXPECT_EQ(a.count, b.count);
+      EXPECT_EQ(a.drafter, b.drafter);
+      EXPECT_EQ(a.sliding_window, b.sliding_window);
+      EXPECT_EQ(a.attention_chunk_size, b.attention_chunk_size);
+      EXPECT_EQ(a.state_bytes, b.state_bytes);
+      if (IsAttention(a.kind)) {
+        EXPECT_EQ(a.BytesPerToken(), b.BytesPerToken());
+      }
+    }
+  }
+}
+
+// --model also takes the HuggingFace config itself, with the TP size of the engine.
+TEST(HfPresetsTest, LoadModelReadsHfConfigsWithTensorParallel) {
+  const std::string path =
+      std::string(PREFIXSIM_SOURCE_DIR) + "/tests/data/hf/llama-4-scout-17b-16e-instruct.json";
+  ModelLoadOptions options;
+  options.tensor_parallel_size = 4;
+  absl::StatusOr<ModelSpec> model = LoadModel(path, options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->layers.size(), 2u);
+  EXPECT_EQ(model->layers[0].kind, LayerKind::kChunkedLocal);
+  EXPECT_EQ(model->layers[0].BytesPerToken(), 2 * 256 * 2);  // 8 KV heads / 4 ranks
+}
+
 }  // namespace
 }  // namespace prefixsim
