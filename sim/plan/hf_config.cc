@@ -10,9 +10,10 @@
 //   max(1, num_key_value_heads / tp) KV heads (vLLM replicates KV heads when tp exceeds them, and
 //   requires one of the two to divide the other). MLA's latent is not split by TP. Mamba-like
 //   states are split as vLLM's MambaStateShapeCalculator does (conv channels and heads / tp).
-// * KV dtype: ModelLoadOptions::kv_dtype (the engine JSON or a flag) if set, else the model dtype
-//   ("auto" in vLLM): fp16 when the config's torch_dtype/dtype is float16, otherwise bf16
-//   (vLLM also serves float32 checkpoints in bf16 by default).
+// * KV dtype: ModelLoadOptions::kv_dtype (the engine JSON or a flag) if set, else vLLM's "auto":
+//   fp8 when the checkpoint declares an 8-bit quantization_config.kv_cache_scheme
+//   (llm-compressor), otherwise the model dtype: fp16 when the config's torch_dtype/dtype is
+//   float16, otherwise bf16 (vLLM also serves float32 checkpoints in bf16 by default).
 // * Mamba-like state dtypes follow vLLM's MambaStateDtypeCalculator with mamba_cache_dtype and
 //   mamba_ssm_cache_dtype left at "auto": conv states in the model dtype (2 bytes); the gated
 //   delta net's recurrent state in the model dtype unless the config names mamba_ssm_dtype
@@ -755,6 +756,20 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
   ctx.kv_dtype = options.kv_dtype.has_value()
                      ? *options.kv_dtype
                      : (model_dtype == "float16" ? KvDtype::kFp16 : KvDtype::kBf16);
+  // An llm-compressor checkpoint that declares an 8-bit KV cache scheme
+  // (quantization_config.kv_cache_scheme) gets an fp8 KV cache under vLLM's "auto" kv dtype.
+  if (!options.kv_dtype.has_value()) {
+    for (const Json* object : std::vector<const Json*>{text_config, &root}) {
+      auto quant = object->find("quantization_config");
+      if (quant == object->end() || !quant->is_object()) continue;
+      auto scheme = quant->find("kv_cache_scheme");
+      if (scheme == quant->end() || !scheme->is_object()) continue;
+      auto bits = scheme->find("num_bits");
+      if (bits != scheme->end() && bits->is_number_integer() && bits->get<int>() == 8) {
+        ctx.kv_dtype = KvDtype::kFp8;
+      }
+    }
+  }
 
   PREFIXSIM_ASSIGN_OR_RETURN(HfLayers layers, family->map(ctx));
   if (layers.target.empty()) {

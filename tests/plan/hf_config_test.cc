@@ -150,6 +150,22 @@ TEST(HfConfigTest, Float16CheckpointDefaultsToFp16KvAndFloat32ToBf16) {
   EXPECT_EQ(model->layers[0].head_size, 64);
 }
 
+TEST(HfConfigTest, CheckpointKvCacheSchemeMakesTheKvFp8UnlessOptionsSayOtherwise) {
+  const std::string text =
+      R"({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "hidden_size": 4096,
+          "quantization_config": {"quant_method": "compressed-tensors",
+            "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"}}})";
+  absl::StatusOr<ModelSpec> model = ImportHfConfig(text, "fp8kv.json", {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->layers[0].kv_dtype, KvDtype::kFp8);
+  ModelLoadOptions bf16;
+  bf16.kv_dtype = KvDtype::kBf16;
+  model = ImportHfConfig(text, "fp8kv.json", bf16);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->layers[0].kv_dtype, KvDtype::kBf16);
+}
+
 TEST(HfConfigTest, MistralV03IsFullAndV01SlidesOnEveryLayer) {
   ModelSpec v3 = Import("mistral-7b-instruct-v0.3");  // "sliding_window": null
   ASSERT_EQ(v3.layers.size(), 1u);
