@@ -363,6 +363,19 @@ TEST(HfConfigTest, KimiK2IsMlaWithoutMtp) {
   EXPECT_EQ(KvBytesPerToken(model.layers[0]), 1152);
 }
 
+TEST(HfConfigTest, KimiK25WrapperNestsAKimiK2TextConfig) {
+  absl::StatusOr<ModelSpec> model = ImportHfConfig(
+      R"({"model_type": "kimi_k25", "vision_config": {"vt_num_hidden_layers": 27},
+          "text_config": {"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"],
+            "num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+            "num_nextn_predict_layers": 0}})",
+      "k25.json", {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->layers.size(), 1u);
+  EXPECT_EQ(model->layers[0].kind, LayerKind::kMla);
+  EXPECT_EQ(model->layers[0].count, 61);
+}
+
 TEST(HfConfigTest, MlaMissingLatentRankNamesTheField) {
   absl::Status status = ImportError(
       R"({"model_type": "deepseek_v3", "num_hidden_layers": 61, "qk_rope_head_dim": 64})");
