@@ -109,8 +109,8 @@ struct AnalyzeResult {
   // trace at 512 tokens these are exactly the hash-id blocks.
   int64_t blocks = 0;
   int64_t reused_blocks = 0;
-  int64_t unique_blocks = 0;       // == forest.nodes
-  int64_t unique_full_blocks = 0;  // those of block_tokens tokens (what the capacity cache holds)
+  int64_t unique_blocks = 0;         // == forest.nodes
+  int64_t unique_full_blocks = 0;    // those of block_tokens tokens (what the capacity cache holds)
   double reused_block_fraction = 0;  // reused_blocks / blocks
   // The token-exact ceiling: sum of min(shared, L-1), i.e. alignment 1, over prompt_tokens.
   int64_t max_hit_tokens = 0;

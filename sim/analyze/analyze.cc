@@ -1,5 +1,7 @@
 // The single streaming pass of `prefixsim analyze`: builds the prefix-sharing forest, the
 // shared-prefix length of every request, and the block sequence of the capacity curve.
+#include "prefixsim/analyze.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -11,7 +13,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "boost/graph/adjacency_list.hpp"
-#include "prefixsim/analyze.h"
 #include "prefixsim/status.h"
 #include "sim/analyze/cache_sim.h"
 
@@ -150,9 +151,9 @@ absl::Status ValidateRequest(const Request& r, uint64_t index) {
     const ContentSegment& s = r.prompt[i];
     if (s.content_id == ContentSegment::kLiteralContent &&
         uint64_t{s.offset} + s.length > r.literal_tokens.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("request ", index, " (id ", r.id, "): prompt segment ", i,
-                       " points outside literal_tokens"));
+      return absl::InvalidArgumentError(absl::StrCat("request ", index, " (id ", r.id,
+                                                     "): prompt segment ", i,
+                                                     " points outside literal_tokens"));
     }
     total += s.length;
   }
@@ -257,6 +258,9 @@ class Analyzer {
   using Forest = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
 
   uint32_t NewNode(uint64_t id, uint64_t parent, uint32_t parent_node, int64_t length) {
+    // Node ids and literal-token offsets are 32-bit: ~4 billion unique blocks or stored tokens.
+    PREFIXSIM_CHECK(nodes_.size() < kNoNode);
+    PREFIXSIM_CHECK(stored_tokens_.size() + static_cast<uint64_t>(length) < kNoNode);
     const uint32_t node = static_cast<uint32_t>(boost::add_vertex(forest_));
     PREFIXSIM_CHECK(node == nodes_.size());
     if (parent_node != kNoNode) boost::add_edge(parent_node, node, forest_);
@@ -273,8 +277,8 @@ class Analyzer {
       }
       stored_pieces_.push_back(s);
     }
-    auto [slot, inserted] = first_token_index_.try_emplace(
-        Combine(parent, FirstTokenKey(pieces_.front())), node);
+    auto [slot, inserted] =
+        first_token_index_.try_emplace(Combine(parent, FirstTokenKey(pieces_.front())), node);
     n.next_sibling_same_first = inserted ? kNoNode : slot->second;
     slot->second = node;
     nodes_.push_back(n);
@@ -370,8 +374,7 @@ AnalyzeResult Analyzer::Finish() {
   }
   f.mean_internal_out_degree = Ratio(f.edges, f.internal_nodes);
   for (size_t i = 0; i < degree_buckets.size(); ++i) {
-    f.out_degree_histogram.push_back(
-        {int64_t{1} << i, (int64_t{2} << i) - 1, degree_buckets[i]});
+    f.out_degree_histogram.push_back({int64_t{1} << i, (int64_t{2} << i) - 1, degree_buckets[i]});
   }
 
   // Shared-prefix distribution.

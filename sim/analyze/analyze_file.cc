@@ -12,8 +12,7 @@ namespace prefixsim {
 absl::StatusOr<AnalyzeResult> AnalyzeTraceFile(const std::string& path,
                                                const TraceOptions& trace_options,
                                                const AnalyzeOptions& options) {
-  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
-                             OpenTrace(path, trace_options));
+  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, OpenTrace(path, trace_options));
   AnalyzeOptions resolved = options;
   if (resolved.block_tokens == 0) {
     // The format's native block: one hash id is one analysis block.

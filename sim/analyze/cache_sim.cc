@@ -43,8 +43,14 @@ int64_t SimulateLru(const BlockSequence& seq, int64_t capacity_blocks) {
   uint32_t head = kNone, tail = kNone;
   int64_t size = 0;
   auto unlink = [&](uint32_t b) {
-    if (prev[b] != kNone) next[prev[b]] = next[b]; else head = next[b];
-    if (next[b] != kNone) prev[next[b]] = prev[b]; else tail = prev[b];
+    if (prev[b] != kNone)
+      next[prev[b]] = next[b];
+    else
+      head = next[b];
+    if (next[b] != kNone)
+      prev[next[b]] = prev[b];
+    else
+      tail = prev[b];
     prev[b] = next[b] = kNone;
   };
   auto push_front = [&](uint32_t b) {

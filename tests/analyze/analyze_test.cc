@@ -27,8 +27,8 @@ Request Prompt(std::vector<ContentSegment> segments, uint64_t namespace_key = 0)
 Request Tokens(std::vector<uint32_t> tokens) {
   Request r;
   r.prompt_tokens = static_cast<int64_t>(tokens.size());
-  r.prompt.push_back(ContentSegment{ContentSegment::kLiteralContent, 0,
-                                    static_cast<uint32_t>(tokens.size())});
+  r.prompt.push_back(
+      ContentSegment{ContentSegment::kLiteralContent, 0, static_cast<uint32_t>(tokens.size())});
   r.literal_tokens = std::move(tokens);
   return r;
 }
@@ -77,8 +77,8 @@ TEST(AnalyzeTest, KnownForestCounts) {
 
   const ForestStats& f = r.forest;
   EXPECT_EQ(f.nodes, 6);
-  EXPECT_EQ(f.edges, 4);  // a0->a1, a1->a2, a1->b0, a2->c
-  EXPECT_EQ(f.roots, 2);  // a0, d0
+  EXPECT_EQ(f.edges, 4);   // a0->a1, a1->a2, a1->b0, a2->c
+  EXPECT_EQ(f.roots, 2);   // a0, d0
   EXPECT_EQ(f.leaves, 3);  // b0, c, d0
   EXPECT_EQ(f.internal_nodes, 3);
   EXPECT_EQ(f.branch_nodes, 1);  // a1
@@ -190,10 +190,10 @@ TEST(AnalyzeTest, TokenExactPartialMatchesInsideABlock) {
 
 TEST(AnalyzeTest, VirtualPartialMatchesUseContentOffsets) {
   std::vector<Request> reqs = {
-      Prompt({Virtual(kA, 0, 6)}),                        // A[0,4) A[4,6)
-      Prompt({Virtual(kA, 0, 10)}),                       // A[4,8) extends A[4,6): 6 shared
-      Prompt({Virtual(kA, 0, 5), Virtual(kB, 0, 3)}),     // A[4,5) B[0,3): 5 shared
-      Prompt({Virtual(kA, 0, 4), Virtual(kA, 5, 4)}),     // A[5,9) after A[0,4): 4 shared
+      Prompt({Virtual(kA, 0, 6)}),                     // A[0,4) A[4,6)
+      Prompt({Virtual(kA, 0, 10)}),                    // A[4,8) extends A[4,6): 6 shared
+      Prompt({Virtual(kA, 0, 5), Virtual(kB, 0, 3)}),  // A[4,5) B[0,3): 5 shared
+      Prompt({Virtual(kA, 0, 4), Virtual(kA, 5, 4)}),  // A[5,9) after A[0,4): 4 shared
   };
   auto r = AnalyzeRequests(reqs, Options(4, {1}));
   ASSERT_TRUE(r.ok()) << r.status();

@@ -24,9 +24,10 @@ std::string RealTrace(const std::string& name) {
 }
 
 fs::path TempDir() {
-  fs::path dir = fs::temp_directory_path() /
-                 ("prefixsim_analyze_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                  "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path dir =
+      fs::temp_directory_path() /
+      ("prefixsim_analyze_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::create_directories(dir);
   return dir;
 }
@@ -93,8 +94,9 @@ TEST(AnalyzeTraceTest, ReaderErrorsPassThrough) {
   const fs::path dir = TempDir();
   auto missing = AnalyzeTraceFile((dir / "missing.jsonl").string(), {});
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  WriteFile(dir / "bad.jsonl",
-            "{\"timestamp\": 0, \"input_length\": 1200, \"output_length\": 1, \"hash_ids\": [1]}\n");
+  WriteFile(
+      dir / "bad.jsonl",
+      "{\"timestamp\": 0, \"input_length\": 1200, \"output_length\": 1, \"hash_ids\": [1]}\n");
   auto bad = AnalyzeTraceFile((dir / "bad.jsonl").string(), {});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("hash_ids"), std::string::npos) << bad.status();
@@ -105,8 +107,10 @@ TEST(AnalyzeTraceTest, CliWritesJsonAndText) {
   const fs::path dir = TempDir();
   WriteFile(dir / "tiny.jsonl", kTinyMooncake);
   std::string out;
-  ASSERT_EQ(RunCli("--trace " + (dir / "tiny.jsonl").string() + " --alignments 1536,1728 --capacities 1,3 "
-                       "--json " + (dir / "out.json").string(),
+  ASSERT_EQ(RunCli("--trace " + (dir / "tiny.jsonl").string() +
+                       " --alignments 1536,1728 --capacities 1,3 "
+                       "--json " +
+                       (dir / "out.json").string(),
                    dir, &out),
             0);
   EXPECT_NE(out.find("reused block fraction 0.2500"), std::string::npos) << out;
