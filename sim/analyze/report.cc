@@ -91,6 +91,7 @@ std::string FormatAnalyzeResult(const AnalyzeResult& r) {
                         f.max_out_degree, f.mean_internal_out_degree);
   absl::StrAppend(&out, "  out-degree of internal nodes:\n");
   for (const auto& b : f.out_degree_histogram) {
+    if (b.nodes == 0) continue;
     absl::StrAppendFormat(&out, "    %6d..%-6d %d\n", b.min_degree, b.max_degree, b.nodes);
   }
 
@@ -101,6 +102,7 @@ std::string FormatAnalyzeResult(const AnalyzeResult& r) {
                         s.requests_with_shared_prefix, r.requests, s.mean_tokens, s.p50_tokens,
                         s.p90_tokens, s.p99_tokens, s.max_tokens);
   for (const auto& b : s.histogram) {
+    if (b.requests == 0) continue;
     absl::StrAppendFormat(&out, "    %7d..%-7d %d\n", b.min_tokens, b.max_tokens, b.requests);
   }
 
