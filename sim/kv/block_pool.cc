@@ -47,7 +47,7 @@ void BlockPool::Evict(BlockId b) {
     if (n == kNoBlock) {
       index_.erase(key);
     } else {
-      index_[key] = n;
+      index_[key].block = n;
     }
   } else {
     dup_next_[p] = n;
@@ -83,9 +83,9 @@ void BlockPool::Free(BlockId b) {
 bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   PREFIXSIM_CHECK(b != kNullBlock && ref_[b] > 0 && group_[b] < 0);
   const uint64_t key = h.hash ^ GroupSalt(group);
-  auto [it, inserted] = index_.try_emplace(key, b);
+  auto [it, inserted] = index_.try_emplace(key, Entry{b, group, h.check});
   if (!inserted) {
-    BlockId tail = it->second;
+    BlockId tail = it->second.block;
     if (hash_[tail] != h || group_[tail] != group) {
       ++collisions_;
       return false;
@@ -136,7 +136,8 @@ void BlockPool::CheckInvariants() const {
       // Reachable from the index through its duplicate list, with the same content.
       auto it = index_.find(hash_[b].hash ^ GroupSalt(group_[b]));
       PREFIXSIM_CHECK(it != index_.end());
-      BlockId c = it->second;
+      PREFIXSIM_CHECK(it->second.group == group_[b] && it->second.check == hash_[b].check);
+      BlockId c = it->second.block;
       PREFIXSIM_CHECK(dup_prev_[c] == kNoBlock);
       bool found = false;
       for (int64_t steps = 0; c != kNoBlock; c = dup_next_[c]) {

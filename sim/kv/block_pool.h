@@ -41,13 +41,17 @@ class BlockPool {
   BlockId Lookup(int group, const HashPair& h) const {
     auto it = index_.find(h.hash ^ GroupSalt(group));
     if (it == index_.end()) return kNoBlock;
-    const BlockId b = it->second;
-    if (hash_[b] != h || group_[b] != group) {
+    // The entry carries the verifier, so a hit touches one slot of the index only. Equal key
+    // and group imply an equal `hash`.
+    if (it->second.check != h.check || it->second.group != group) {
       ++collisions_;
       return kNoBlock;
     }
-    return b;
+    return it->second.block;
   }
+
+  // Hints the CPU to fetch the index slot of (group, h) (lookups of a chain are independent).
+  void Prefetch(int group, const HashPair& h) const { index_.prefetch(h.hash ^ GroupSalt(group)); }
 
   // A cache hit takes a reference: a free block leaves the free queue.
   void Touch(BlockId b) {
@@ -106,7 +110,16 @@ class BlockPool {
   std::vector<HashPair> hash_;
   std::vector<int32_t> group_;  // -1: not cached
   std::vector<BlockId> dup_prev_, dup_next_;  // blocks cached under the same key
-  absl::flat_hash_map<uint64_t, BlockId> index_;
+  struct Entry {
+    BlockId block;  // the first (earliest cached) block under this key
+    int32_t group;
+    uint64_t check;
+  };
+  // Keys are already uniformly mixed 64-bit values: no need to hash them again.
+  struct KeyHash {
+    size_t operator()(uint64_t k) const { return static_cast<size_t>(k); }
+  };
+  absl::flat_hash_map<uint64_t, Entry, KeyHash> index_;
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;

@@ -13,8 +13,19 @@ int64_t FullAttentionManager::FindLongestHit(const HashPair* fine, int64_t num_f
                                              std::vector<BlockId>* out) const {
   const int64_t nb = std::min(max_len / block_size_, num_fine / ratio_);
   for (size_t k = 0; k < gids.size(); ++k) out[k].resize(std::max<int64_t>(nb, 0));
+  // Prefetch a few blocks ahead: the lookups are independent memory accesses.
+  constexpr int64_t kAhead = 8;
+  for (int64_t p = 0; p < std::min(kAhead, nb); ++p) {
+    for (int g : gids) pool_->Prefetch(g, BlockHash(fine, p));
+  }
   int64_t j = 0;
-  while (j < nb && LookupAll(fine, j, gids, out)) ++j;
+  while (j < nb) {
+    if (j + kAhead < nb) {
+      for (int g : gids) pool_->Prefetch(g, BlockHash(fine, j + kAhead));
+    }
+    if (!LookupAll(fine, j, gids, out)) break;
+    ++j;
+  }
   int64_t hit = j * block_size_;
   // EAGLE/MTP: the last matched unit is recomputed (reference §9.4).
   if (drop_eagle && hit > 0) hit -= std::min(alignment, block_size_);
