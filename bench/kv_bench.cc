@@ -219,3 +219,69 @@ BENCHMARK(BM_PoolAllocateFreeEvict);
 
 }  // namespace
 }  // namespace prefixsim
+
+namespace prefixsim {
+namespace {
+
+// Engine-like use of the public API: requests of ~12K tokens in 512-token trace blocks, half of
+// each prompt shared with one of 50 "system prompts"; admission lookup, an 8192-token chunked
+// prefill, 32 decode steps, free. Items = prompt tokens; also reports requests/s.
+void BM_EndToEndRequests(benchmark::State& state) {
+  const bool hybrid = state.range(0) != 0;
+  const int64_t b = 64;
+  KvPlan plan = hybrid ? MakePlan({MakeGroup(LayerKind::kFullAttention, b),
+                                   MakeGroup(LayerKind::kSlidingWindow, b, 4096)},
+                                  40000, b, b, b)
+                       : MakePlan({MakeGroup(LayerKind::kFullAttention, b)}, 40000, b, b, b);
+  KvCacheManager m(plan);
+  std::mt19937_64 rng(1);
+  std::vector<Request> reqs(256);
+  uint64_t id = 0, fresh = 1000000;
+  int64_t tokens = 0, requests = 0, hits = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Request& r = reqs[id % reqs.size()];
+    r = Request();
+    r.id = id++;
+    r.prompt_tokens = 10240 + static_cast<int64_t>(rng() % 4096);
+    const uint64_t sys = rng() % 50;
+    for (int64_t t = 0; t < r.prompt_tokens; t += 512) {
+      ContentSegment s;
+      s.content_id = t < 6144 ? sys * 100 + t / 512 + 1 : ++fresh;
+      s.length = static_cast<uint32_t>(std::min<int64_t>(512, r.prompt_tokens - t));
+      r.prompt.push_back(s);
+    }
+    r.output_tokens = 32;
+    state.ResumeTiming();
+    m.AddRequest(&r);
+    const PrefixHit hit = m.GetComputedBlocks(r.id);
+    int64_t computed = hit.hit_tokens;
+    bool ok = m.AllocateSlots(r.id, 0, std::min<int64_t>(8192, r.prompt_tokens - computed),
+                              hit.hit_tokens, 0);
+    computed = std::min<int64_t>(r.prompt_tokens, computed + 8192);
+    while (ok && computed < r.prompt_tokens) {
+      const int64_t n = std::min<int64_t>(8192, r.prompt_tokens - computed);
+      ok = m.AllocateSlots(r.id, computed, n, 0, 0);
+      computed += n;
+    }
+    for (int64_t step = 0; ok && step < 32; ++step) {
+      m.SetNumTokens(r.id, computed + 1);
+      ok = m.AllocateSlots(r.id, computed, 1, 0, 0);
+      ++computed;
+    }
+    m.Free(r.id);
+    m.RemoveRequest(r.id);
+    tokens += r.prompt_tokens;
+    hits += hit.hit_tokens;
+    ++requests;
+  }
+  state.SetItemsProcessed(tokens);
+  state.counters["requests_per_s"] =
+      benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
+  state.counters["hit_rate"] = tokens ? static_cast<double>(hits) / tokens : 0;
+  state.SetLabel("items = prompt tokens");
+}
+BENCHMARK(BM_EndToEndRequests)->Arg(0)->Arg(1);
+
+}  // namespace
+}  // namespace prefixsim
