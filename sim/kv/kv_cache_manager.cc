@@ -81,6 +81,7 @@ class KvCacheManager::Impl {
       g.num_cached = 0;
     }
     st.pending.resize(coord_.num_groups());
+    for (auto& p : st.pending) p.clear();
     st.has_pending = false;
     st.pending_hit = 0;
   }
@@ -218,11 +219,9 @@ class KvCacheManager::Impl {
         EnsureHashes(st, limit / coord_.hash_block_size());
         // Mamba caches the state where this step ends, if no draft tokens ride along.
         const int64_t step_end = (n == main) ? n : -1;
-        counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(),
-                                                      std::min(n, static_cast<int64_t>(
-                                                          st.hashes.size()) *
-                                                          coord_.hash_block_size()),
-                                                      step_end);
+        // Each group reads hashes below its own limit only: all present after EnsureHashes.
+        counters_.cached_blocks +=
+            coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
       }
     }
     if (options_.check_invariants) CheckInvariants();

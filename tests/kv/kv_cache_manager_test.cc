@@ -364,5 +364,23 @@ TEST(KvCacheManagerTest, PreemptedRequestFindsItsOwnBlocks) {
   Finish(m, a);
 }
 
+// A remembered hit whose blocks were evicted before AllocateSlots is a caller bug: abort loudly
+// instead of serving evicted content.
+TEST(KvCacheManagerDeathTest, StaleHitAborts) {
+  KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 4), Checked());  // 3 usable
+  const Request a = Literal(1, Iota(9));
+  Prefill(m, a);
+  Finish(m, a);
+  const Request b = Literal(2, Iota(9));
+  m.AddRequest(&b);
+  ASSERT_EQ(m.GetComputedBlocks(2).hit_tokens, 8);
+  const Request c = Literal(3, Iota(12, 500));  // takes all three blocks: evicts a's blocks
+  Prefill(m, c);
+  EXPECT_DEATH(m.AllocateSlots(2, 0, 1, 8, 0), "stale prefix hit");
+  // Looking up again is the supported path.
+  Finish(m, c);
+  EXPECT_EQ(m.GetComputedBlocks(2).hit_tokens, 0);
+}
+
 }  // namespace
 }  // namespace prefixsim
