@@ -125,7 +125,7 @@ void BM_LookupFullAttention(benchmark::State& state) {
   state.SetItemsProcessed(found);
   state.SetLabel("items = blocks looked up");
 }
-BENCHMARK(BM_LookupFullAttention)->Arg(16)->Arg(1024);
+BENCHMARK(BM_LookupFullAttention)->Arg(16)->Arg(128)->Arg(1024);
 
 // Hybrid full + sliding window (W = 4096, B = 16: the SWA group needs 256 blocks), both cached.
 void BM_LookupHybridSlidingWindow(benchmark::State& state) {
