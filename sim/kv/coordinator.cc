@@ -28,11 +28,14 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
     // Unitary coordinator: S = H = A = B (reference §7).
     hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.groups[0].block_size;
     partial_hits_ = false;
-  } else {
+  } else if (plan.enable_prefix_caching) {
     hash_block_size_ = plan.hash_block_size;
     hit_alignment_ = plan.hit_alignment;
     scheduler_block_size_ = plan.scheduler_block_size;
     partial_hits_ = plan.partial_hits;
+  } else {
+    hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.scheduler_block_size;
+    partial_hits_ = false;
   }
   PREFIXSIM_CHECK(hash_block_size_ > 0 && hit_alignment_ > 0 && scheduler_block_size_ > 0);
   PREFIXSIM_CHECK(scheduler_block_size_ % hash_block_size_ == 0);
@@ -44,12 +47,17 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     PREFIXSIM_CHECK(scheduler_block_size_ % plan.groups[g].block_size == 0);
     managers_.push_back(MakeManager(plan.groups[g], static_cast<int>(g), pool, params));
+    if (plan.groups[g].prefix_cacheable && !managers_.back()->hashable() &&
+        unhashable_group_ < 0) {
+      unhashable_group_ = static_cast<int>(g);
+    }
   }
   // Spec-groups: identical specs are looked up as one batch, full attention first (§9.3).
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       const KvGroup& spec = plan.groups[g];
-      if (!spec.prefix_cacheable) continue;  // never hashed: takes no part in hit finding
+      // Never hashed: takes no part in hit finding.
+      if (!spec.prefix_cacheable || !managers_[g]->hashable()) continue;
       if (IsFullAttentionKind(spec.kind) != (pass == 0)) continue;
       SpecGroup* sg = nullptr;
       for (SpecGroup& s : spec_groups_) {

@@ -17,7 +17,13 @@ namespace kv {
 
 class KvCacheCoordinator {
  public:
+  // With plan.enable_prefix_caching, the plan's S, H, A must be consistent (S % H == 0,
+  // A % H == 0); without it they are not used (S is used for all three).
   KvCacheCoordinator(const KvPlan& plan, BlockPool* pool, int64_t extra_retained_tokens);
+
+  // Whether every prefix-cacheable group's block size is a multiple of H, so that lookups and
+  // caching are possible. The first group that is not, or -1.
+  int unhashable_group() const { return unhashable_group_; }
 
   int num_groups() const { return static_cast<int>(managers_.size()); }
   bool unitary() const { return managers_.size() == 1; }
@@ -60,6 +66,7 @@ class KvCacheCoordinator {
   int64_t hit_alignment_;
   int64_t scheduler_block_size_;
   bool partial_hits_;
+  int unhashable_group_ = -1;
   // Scratch: per spec-group, per member group, the blocks of the last lookup.
   std::vector<std::vector<std::vector<BlockId>>> scratch_;
   std::vector<int64_t> sg_hit_;

@@ -37,8 +37,17 @@ class KvCacheManager::Impl {
         options_(options),
         pool_(plan.num_blocks),
         coord_(plan, &pool_, options.num_reprefillable_tokens),
-        caching_(plan.enable_prefix_caching) {
+        caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
     fine_scratch_.resize(coord_.num_groups());
+    if (plan.enable_prefix_caching && !caching_) {
+      // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
+      const int g = coord_.unhashable_group();
+      std::fprintf(stderr,
+                   "KvCacheManager: prefix caching disabled: group %d block size %d is not a "
+                   "multiple of the hash block size %lld\n",
+                   g, plan.groups[g].block_size,
+                   static_cast<long long>(coord_.hash_block_size()));
+    }
   }
 
   RequestState& State(uint64_t id) {

@@ -12,9 +12,9 @@ SingleTypeManager::SingleTypeManager(const KvGroup& spec, int group_id, BlockPoo
     : spec_(spec), group_id_(group_id), pool_(pool), params_(p), block_size_(spec.block_size) {
   PREFIXSIM_CHECK(block_size_ > 0);
   PREFIXSIM_CHECK(p.hash_block_size > 0 && p.hit_alignment > 0);
-  // Every group's block is a whole number of hash chunks (reference §7 coordinator asserts).
-  PREFIXSIM_CHECK(block_size_ % p.hash_block_size == 0);
-  ratio_ = block_size_ / p.hash_block_size;
+  // Every prefix-cacheable group's block is a whole number of hash chunks (reference §7
+  // coordinator asserts); otherwise the coordinator reports it and caching stays off.
+  ratio_ = block_size_ % p.hash_block_size == 0 ? block_size_ / p.hash_block_size : 0;
 }
 
 void SingleTypeManager::RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const {

@@ -44,6 +44,8 @@ class SingleTypeManager {
     return spec_.kind == LayerKind::kFullAttention || spec_.kind == LayerKind::kMla;
   }
   bool is_mamba() const { return spec_.kind == LayerKind::kMamba; }
+  // Whether B is a multiple of H (the group's blocks can be keyed by the request's hashes).
+  bool hashable() const { return ratio_ > 0; }
 
   // The chained hash of this group's block j: the last H-chunk hash inside it (reference §8.1).
   const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
@@ -96,7 +98,7 @@ class SingleTypeManager {
   BlockPool* pool_;
   ManagerParams params_;
   int64_t block_size_;
-  int64_t ratio_;  // B / H
+  int64_t ratio_;  // B / H; 0 if H does not divide B
 };
 
 // Full attention and MLA: left to right (reference §9.2).

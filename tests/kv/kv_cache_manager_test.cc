@@ -333,6 +333,25 @@ TEST(KvCacheManagerTest, PrefixCachingDisabled) {
   Finish(m, b);
 }
 
+// Hybrid plans without prefix caching need no H or A (vLLM returns (S, S) there, §7); a plan
+// with caching on but B not a multiple of H (refused by vLLM at startup) runs without caching.
+TEST(KvCacheManagerTest, HybridWithoutUsableHashGranularity) {
+  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 13)},
+                     64, 12, 0, 0);
+  plan.enable_prefix_caching = false;
+  KvCacheManager m(plan, Checked());
+  const Request a = Literal(1, Iota(30));
+  Prefill(m, a);
+  EXPECT_EQ(m.NumHeldBlocks(1), 8 + 5);
+  Finish(m, a);
+  KvPlan bad = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 13)},
+                    64, 12, 4, 12);
+  KvCacheManager m2(bad, Checked());
+  Prefill(m2, a);
+  EXPECT_EQ(m2.counters().cached_blocks, 0);
+  Finish(m2, a);
+}
+
 // Namespaces (cache_salt / LoRA) never share blocks (reference §8.1).
 TEST(KvCacheManagerTest, NamespacesDoNotShare) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16), Checked());
