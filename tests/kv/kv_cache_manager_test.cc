@@ -319,6 +319,40 @@ TEST(KvCacheManagerTest, UnitaryEagleDrop) {
   Finish(m, b);
 }
 
+// reference §10.2 / §9.4: a hybrid eagle group publishes one block past the last S boundary, and
+// that block is what lets the EAGLE drop keep the candidate. Full B = 4 (eagle), SWA B = 8,
+// W = 9 (need 1); S = A = 8, H = 4.
+TEST(KvCacheManagerTest, HybridEagleGroupCachesOneBlockPastS) {
+  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4, 0, /*eagle=*/true),
+                      Group(LayerKind::kSlidingWindow, 8, 9)},
+                     64, 8, 4, 8);
+  KvCacheManager m(plan, Checked());
+  const Request a = Literal(1, Iota(14));
+  Prefill(m, a);
+  // round_down(14, 8) = 8; the eagle group goes to min(14, 8 + 4) = 12: 3 blocks; SWA: 1.
+  EXPECT_EQ(m.counters().cached_blocks, 3 + 1);
+  Finish(m, a);
+  // max_hit 16: full finds 12 tokens, drops 4, aligns to 8; SWA serves 8.
+  const Request b = Literal(2, Concat(Iota(14), {70, 71, 72}));
+  EXPECT_EQ(Prefill(m, b).hit_tokens, 8);
+  Finish(m, b);
+}
+
+// reference §10.2 multi-module MTP: num_reprefillable tokens at the end are never cached.
+TEST(KvCacheManagerTest, ReprefillableTokensAreNotCached) {
+  KvCacheOptions o = Checked();
+  o.num_reprefillable_tokens = 1;
+  KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16), o);
+  const Request a = Literal(1, Iota(8));
+  Prefill(m, a);
+  EXPECT_EQ(m.counters().cached_blocks, 1);  // n = 8 - 1 = 7: one full block
+  Finish(m, a);
+  const Request b = Literal(2, Iota(9));
+  EXPECT_EQ(Prefill(m, b).hit_tokens, 4);
+  EXPECT_EQ(m.counters().cached_blocks, 2);  // n = 9 - 1 = 8
+  Finish(m, b);
+}
+
 // Without prefix caching: no lookups, nothing cached.
 TEST(KvCacheManagerTest, PrefixCachingDisabled) {
   KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 16);
