@@ -23,8 +23,7 @@ KvGroup MakeGroup(LayerKind kind, int block_size, int64_t window = 0) {
   return g;
 }
 
-KvPlan MakePlan(std::vector<KvGroup> groups, int64_t num_blocks, int64_t s, int64_t h,
-                int64_t a) {
+KvPlan MakePlan(std::vector<KvGroup> groups, int64_t num_blocks, int64_t s, int64_t h, int64_t a) {
   KvPlan p;
   p.groups = std::move(groups);
   p.num_blocks = num_blocks;
@@ -117,8 +116,9 @@ void BM_LookupFullAttention(benchmark::State& state) {
   int i = 0;
   for (auto _ : state) {
     const auto& h = hashes[i];
-    found += coord.FindLongestCacheHit(h.data(), static_cast<int64_t>(h.size()), n - 1, b,
-                                       out.data()) / b;
+    found +=
+        coord.FindLongestCacheHit(h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data()) /
+        b;
     if (++i == num_requests) i = 0;
   }
   benchmark::DoNotOptimize(found);
@@ -132,9 +132,9 @@ void BM_LookupHybridSlidingWindow(benchmark::State& state) {
   const int num_requests = 64;
   const int64_t n = 12288, b = 16;
   const int64_t blocks_per_req = n / b;
-  KvPlan plan = MakePlan({MakeGroup(LayerKind::kFullAttention, b),
-                          MakeGroup(LayerKind::kSlidingWindow, b, 4096)},
-                         2 * num_requests * blocks_per_req + 2, b, b, b);
+  KvPlan plan = MakePlan(
+      {MakeGroup(LayerKind::kFullAttention, b), MakeGroup(LayerKind::kSlidingWindow, b, 4096)},
+      2 * num_requests * blocks_per_req + 2, b, b, b);
   kv::BlockPool pool(plan.num_blocks);
   kv::KvCacheCoordinator coord(plan, &pool, 0);
   std::vector<std::vector<kv::HashPair>> hashes(num_requests);

@@ -109,13 +109,13 @@ class BlockPool {
   void Evict(BlockId b);
 
   int64_t num_blocks_;
-  BlockId sentinel_;  // == num_blocks_
+  BlockId sentinel_;                  // == num_blocks_
   std::vector<BlockId> prev_, next_;  // free queue links (size num_blocks + 1)
   std::vector<int32_t> ref_;
   std::vector<HashPair> hash_;
-  std::vector<int32_t> group_;  // -1: not cached
+  std::vector<int32_t> group_;                // -1: not cached
   std::vector<BlockId> dup_prev_, dup_next_;  // blocks cached under the same key
-  PrefixIndex index_;  // key -> the first block cached under it
+  PrefixIndex index_;                         // key -> the first block cached under it
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;

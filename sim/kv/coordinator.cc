@@ -9,8 +9,7 @@ namespace kv {
 namespace {
 
 bool SameSpec(const KvGroup& a, const KvGroup& b) {
-  return a.kind == b.kind && a.block_size == b.block_size &&
-         a.sliding_window == b.sliding_window &&
+  return a.kind == b.kind && a.block_size == b.block_size && a.sliding_window == b.sliding_window &&
          a.attention_chunk_size == b.attention_chunk_size &&
          a.prefix_cacheable == b.prefix_cacheable && a.is_eagle_group == b.is_eagle_group;
 }
@@ -47,8 +46,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     PREFIXSIM_CHECK(scheduler_block_size_ % plan.groups[g].block_size == 0);
     managers_.push_back(MakeManager(plan.groups[g], static_cast<int>(g), pool, params));
-    if (plan.groups[g].prefix_cacheable && !managers_.back()->hashable() &&
-        unhashable_group_ < 0) {
+    if (plan.groups[g].prefix_cacheable && !managers_.back()->hashable() && unhashable_group_ < 0) {
       unhashable_group_ = static_cast<int>(g);
     }
   }
@@ -115,8 +113,8 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t nu
         const int64_t margin = partial_hits_ ? hash_block_size_ : sg.block_size;
         limit = std::min(cur + margin, max_hit);
       }
-      const int64_t h = sg.manager->FindLongestHit(fine, num_fine, limit, alignment, drop,
-                                                   sg.gids, scratch_[s].data());
+      const int64_t h = sg.manager->FindLongestHit(fine, num_fine, limit, alignment, drop, sg.gids,
+                                                   scratch_[s].data());
       if (drop) {
         sg_eagle_ok_[s] = 1;
       } else if (h < cur) {
@@ -134,8 +132,8 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t nu
     const SpecGroup& sg = spec_groups_[s];
     for (size_t k = 0; k < sg.gids.size(); ++k) {
       std::vector<BlockId>& blocks = scratch_[s][k];
-      if (sg.full_attention) blocks.resize(std::min<int64_t>(CeilDiv(hit, sg.block_size),
-                                                             blocks.size()));
+      if (sg.full_attention)
+        blocks.resize(std::min<int64_t>(CeilDiv(hit, sg.block_size), blocks.size()));
       PREFIXSIM_DCHECK(static_cast<int64_t>(blocks.size()) == CeilDiv(hit, sg.block_size) ||
                        hit == 0);
       out[sg.gids[k]].swap(blocks);

@@ -27,8 +27,8 @@ class KvCacheCoordinator {
 
   int num_groups() const { return static_cast<int>(managers_.size()); }
   bool unitary() const { return managers_.size() == 1; }
-  int64_t hash_block_size() const { return hash_block_size_; }       // H
-  int64_t hit_alignment() const { return hit_alignment_; }           // A
+  int64_t hash_block_size() const { return hash_block_size_; }            // H
+  int64_t hit_alignment() const { return hit_alignment_; }                // A
   int64_t scheduler_block_size() const { return scheduler_block_size_; }  // S
   const SingleTypeManager& manager(int g) const { return *managers_[g]; }
 
@@ -46,8 +46,7 @@ class KvCacheCoordinator {
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens
   // (reference §10.2). The largest is returned by MaxCacheLimit.
   int64_t CacheLimit(int g, int64_t n) const;
-  int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n,
-                      int64_t step_end) const;
+  int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n, int64_t step_end) const;
   void FreeAll(GroupBlocks* groups) const;
 
  private:

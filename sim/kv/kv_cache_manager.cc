@@ -45,8 +45,7 @@ class KvCacheManager::Impl {
       std::fprintf(stderr,
                    "KvCacheManager: prefix caching disabled: group %d block size %d is not a "
                    "multiple of the hash block size %lld\n",
-                   g, plan.groups[g].block_size,
-                   static_cast<long long>(coord_.hash_block_size()));
+                   g, plan.groups[g].block_size, static_cast<long long>(coord_.hash_block_size()));
     }
   }
 
@@ -131,9 +130,8 @@ class KvCacheManager::Impl {
     result.hit_tokens = coord_.FindLongestCacheHit(fine, nf, max_hit, a, st.pending.data());
     if (a != coord_.hash_block_size()) {
       // Alignment loss: the same lookup at the hash granularity H instead of A.
-      const int64_t fine_hit = coord_.FindLongestCacheHit(fine, nf, max_hit,
-                                                          coord_.hash_block_size(),
-                                                          fine_scratch_.data());
+      const int64_t fine_hit = coord_.FindLongestCacheHit(
+          fine, nf, max_hit, coord_.hash_block_size(), fine_scratch_.data());
       result.alignment_loss_tokens = std::max<int64_t>(0, fine_hit - result.hit_tokens);
     }
     st.has_pending = result.hit_tokens > 0;
@@ -152,9 +150,8 @@ class KvCacheManager::Impl {
       for (size_t j = 0; j < hit.size(); ++j) {
         const BlockId b = hit[j];
         if (b == kNullBlock) continue;
-        const bool valid =
-            pool_.is_cached(b) && pool_.cached_group(b) == g &&
-            pool_.cached_hash(b) == coord_.manager(g).BlockHash(st.hashes.data(), j);
+        const bool valid = pool_.is_cached(b) && pool_.cached_group(b) == g &&
+                           pool_.cached_hash(b) == coord_.manager(g).BlockHash(st.hashes.data(), j);
         if (!valid) {
           std::fprintf(stderr,
                        "KvCacheManager: stale prefix hit for request %llu (block %d evicted "
@@ -166,8 +163,8 @@ class KvCacheManager::Impl {
     }
   }
 
-  bool AllocateSlots(uint64_t id, int64_t num_computed, int64_t num_new,
-                     int64_t num_new_computed, int64_t num_lookahead) {
+  bool AllocateSlots(uint64_t id, int64_t num_computed, int64_t num_new, int64_t num_new_computed,
+                     int64_t num_lookahead) {
     RequestState& st = State(id);
     PREFIXSIM_CHECK(num_computed >= 0 && num_new >= 0 && num_new_computed >= 0 &&
                     num_lookahead >= 0);
@@ -181,8 +178,7 @@ class KvCacheManager::Impl {
         std::fprintf(stderr,
                      "KvCacheManager: AllocateSlots(request %llu, num_new_computed=%lld) "
                      "without a matching GetComputedBlocks hit (%lld)\n",
-                     static_cast<unsigned long long>(id),
-                     static_cast<long long>(num_new_computed),
+                     static_cast<unsigned long long>(id), static_cast<long long>(num_new_computed),
                      static_cast<long long>(st.has_pending ? st.pending_hit : 0));
       }
       PREFIXSIM_CHECK(st.has_pending && st.pending_hit == num_new_computed);
@@ -219,11 +215,11 @@ class KvCacheManager::Impl {
     counters_.allocated_blocks += coord_.AllocateNew(st.groups.data(), need, main, total);
     if (caching_) {
       // Drafts and lookahead slots are never cached: only verified tokens (reference §10.2).
-      const int64_t n =
-          std::max<int64_t>(0, std::min(total + num_new, st.num_tokens) -
-                                   options_.num_reprefillable_tokens);
+      const int64_t n = std::max<int64_t>(
+          0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
       int64_t limit = 0;
-      for (int g = 0; g < coord_.num_groups(); ++g) limit = std::max(limit, coord_.CacheLimit(g, n));
+      for (int g = 0; g < coord_.num_groups(); ++g)
+        limit = std::max(limit, coord_.CacheLimit(g, n));
       if (limit > 0) {
         EnsureHashes(st, limit / coord_.hash_block_size());
         // Mamba caches the state where this step ends, if no draft tokens ride along.

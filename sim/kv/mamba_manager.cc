@@ -15,8 +15,7 @@ namespace kv {
 
 int64_t MambaManager::FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
                                      int64_t alignment, bool /*drop_eagle*/,
-                                     absl::Span<const int> gids,
-                                     std::vector<BlockId>* out) const {
+                                     absl::Span<const int> gids, std::vector<BlockId>* out) const {
   const int64_t nb = std::max<int64_t>(0, std::min(max_len / block_size_, num_fine / ratio_));
   for (size_t k = 0; k < gids.size(); ++k) out[k].assign(nb, kNullBlock);
   for (int64_t i = nb - 1; i >= 0; --i) {
@@ -44,8 +43,7 @@ void MambaManager::RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) con
 }
 
 int64_t MambaManager::NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit,
-                                          int64_t /*need*/, int64_t main,
-                                          int64_t /*total*/) const {
+                                          int64_t /*need*/, int64_t main, int64_t /*total*/) const {
   // Lookahead tokens are ignored in align mode (reference §10.1).
   const int64_t r = CeilDiv(main, block_size_) - 1;
   const int64_t held =

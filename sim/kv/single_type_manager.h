@@ -105,18 +105,17 @@ class SingleTypeManager {
 class FullAttentionManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
 };
 
 // Sliding window: right to left, cdiv(W-1, B) contiguous blocks (reference §9.2, §10.2, §10.3).
 class SlidingWindowManager : public SingleTypeManager {
  public:
-  SlidingWindowManager(const KvGroup& spec, int group_id, BlockPool* pool,
-                       const ManagerParams& p);
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  SlidingWindowManager(const KvGroup& spec, int group_id, BlockPool* pool, const ManagerParams& p);
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
   // Contiguous cached blocks a hit needs: cdiv(W - 1, B), +1 for the EAGLE drop.
@@ -130,8 +129,8 @@ class SlidingWindowManager : public SingleTypeManager {
 class ChunkedLocalManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
 };
@@ -141,12 +140,12 @@ class ChunkedLocalManager : public SingleTypeManager {
 class MambaManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
   void RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const override;
-  int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit,
-                              int64_t need, int64_t main, int64_t total) const override;
+  int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit, int64_t need,
+                              int64_t main, int64_t total) const override;
   int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const override;
   int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;

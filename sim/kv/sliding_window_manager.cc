@@ -18,8 +18,8 @@ int64_t SlidingWindowManager::NeedBlocks(bool drop_eagle) const {
 }
 
 int64_t SlidingWindowManager::NumSkippedTokens(int64_t num_computed) const {
-  return std::max<int64_t>(
-      0, num_computed - spec_.sliding_window + 1 - params_.extra_retained_tokens);
+  return std::max<int64_t>(0,
+                           num_computed - spec_.sliding_window + 1 - params_.extra_retained_tokens);
 }
 
 // Dense retention (reference §10.2): block i is published only if it lies among the last `need`

@@ -1,12 +1,13 @@
 // BlockPool (reference §8.2, §10.4).
 #include "sim/kv/block_pool.h"
-#include "sim/kv/prefix_index.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 #include <vector>
+
+#include "sim/kv/prefix_index.h"
 
 namespace prefixsim {
 namespace kv {

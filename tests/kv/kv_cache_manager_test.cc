@@ -65,7 +65,7 @@ TEST(KvCacheManagerTest, EvictionVictimsFollowFreeOrder) {
   const Request a = Literal(1, Iota(9));
   Prefill(m, a);  // blocks 1 2 3; 1 and 2 cached, 3 holds token 8 only
   EXPECT_EQ(m.BlockTable(1, 0), (std::vector<int32_t>{1, 2, 3}));
-  Finish(m, a);   // queue: 3 4 5 6 7 | 2 1
+  Finish(m, a);  // queue: 3 4 5 6 7 | 2 1
   EXPECT_EQ(m.num_free_blocks(), 7);
   const Request other = Literal(2, Iota(24, 1000));  // 6 blocks: 3 4 5 6 7 then evicts 2
   Prefill(m, other);
@@ -84,7 +84,7 @@ TEST(KvCacheManagerTest, TouchOnHitProtectsAndRefreshes) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 6), Checked());  // 5 usable
   const Request a = Literal(1, Iota(9));
   Prefill(m, a);
-  Finish(m, a);  // queue: 3 4 5 | 2 1
+  Finish(m, a);                            // queue: 3 4 5 | 2 1
   const Request b = Literal(2, Iota(17));  // hit 8 (blocks 1 2), needs 3 more: 3 4 5
   m.AddRequest(&b);
   const PrefixHit h = m.GetComputedBlocks(2);
@@ -105,8 +105,7 @@ TEST(KvCacheManagerTest, TouchOnHitProtectsAndRefreshes) {
 
 // reference §10.1: allocation covers computed + new + lookahead; all groups or none.
 TEST(KvCacheManagerTest, LookaheadAndAllOrNothing) {
-  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kMla, 4)}, 7, 4,
-                     4, 4);
+  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kMla, 4)}, 7, 4, 4, 4);
   KvCacheManager m(plan, Checked());  // 6 usable
   const Request a = Literal(1, Iota(9));
   m.AddRequest(&a);
@@ -147,7 +146,7 @@ TEST(KvCacheManagerTest, DraftsAreNeverCached) {
   ASSERT_TRUE(m.AllocateSlots(1, 7, 4, 0, 3));
   EXPECT_EQ(m.counters().cached_blocks, 2);
   EXPECT_EQ(m.NumHeldBlocks(1), 4);  // 14 tokens of slots
-  m.SetNumTokens(1, 12);  // 3 drafts accepted + 1 bonus
+  m.SetNumTokens(1, 12);             // 3 drafts accepted + 1 bonus
   ASSERT_TRUE(m.AllocateSlots(1, 11, 4, 0, 3));
   EXPECT_EQ(m.counters().cached_blocks, 3);  // block 2 now verified
   Finish(m, a);
@@ -157,10 +156,10 @@ TEST(KvCacheManagerTest, DraftsAreNeverCached) {
 // sliding-window groups, a 112-token request: 7 + 2 + 2 = 11 blocks once the out-of-window
 // blocks are replaced by the null block and freed.
 TEST(KvCacheManagerTest, DesignNoteExampleSevenPlusTwoPlusTwo) {
-  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 16),
-                      Group(LayerKind::kSlidingWindow, 16, 32),
-                      Group(LayerKind::kSlidingWindow, 16, 32)},
-                     64, 16, 16, 16);
+  KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 16, 32),
+            Group(LayerKind::kSlidingWindow, 16, 32)},
+           64, 16, 16, 16);
   KvCacheManager m(plan, Checked());
   const Request a = Literal(1, Iota(112));
   m.AddRequest(&a);
@@ -248,8 +247,9 @@ TEST(KvCacheManagerTest, AlignmentLoss) {
   Finish(m, b);
   // With the window 7 (need 1 < A/B = 2) only SWA blocks ending on A-boundaries are published,
   // so no group-wide cached prefix reaches past 12: no loss.
-  KvPlan masked = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 7)},
-                       128, 12, 2, 12);
+  KvPlan masked =
+      Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 7)}, 128, 12,
+           2, 12);
   KvCacheManager m2(masked, Checked());
   Prefill(m2, a);
   EXPECT_EQ(m2.counters().cached_blocks, 6 + 2);
@@ -270,7 +270,8 @@ TEST(KvCacheManagerTest, ChunkedLocalHit) {
   Finish(m, a);
   const Request b = Literal(2, Iota(21));  // max_hit 20: chunk starts at 16, block 4 cached
   EXPECT_EQ(Prefill(m, b).hit_tokens, 20);
-  EXPECT_EQ(m.BlockTable(2, 0), (std::vector<int32_t>{0, 0, 0, 0, m.BlockTable(2, 0)[4], m.BlockTable(2, 0)[5]}));
+  EXPECT_EQ(m.BlockTable(2, 0),
+            (std::vector<int32_t>{0, 0, 0, 0, m.BlockTable(2, 0)[4], m.BlockTable(2, 0)[5]}));
   EXPECT_NE(m.BlockTable(2, 0)[4], 0);
   Finish(m, b);
   const Request c = Literal(3, Concat({900}, Iota(16)));  // 17 tokens, all different content
@@ -282,8 +283,8 @@ TEST(KvCacheManagerTest, ChunkedLocalHit) {
 // reference §9.2 / §10 mamba (align mode): a hit needs the state cached exactly at an
 // A-aligned boundary; states are cached where an aligned step ends.
 TEST(KvCacheManagerTest, MambaHitNeedsStateAtBoundary) {
-  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 32, 8,
-                     8, 8);
+  KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 32, 8, 8, 8);
   KvCacheManager m(plan, Checked());
   const Request a = Literal(1, Iota(20));
   m.AddRequest(&a);

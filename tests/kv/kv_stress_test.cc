@@ -32,8 +32,8 @@ struct Sim {
 
 int64_t Lcp(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b, int64_t n) {
   int64_t i = 0;
-  const int64_t m = std::min<int64_t>({n, static_cast<int64_t>(a.size()),
-                                       static_cast<int64_t>(b.size())});
+  const int64_t m =
+      std::min<int64_t>({n, static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size())});
   while (i < m && a[i] == b[i]) ++i;
   return i;
 }
