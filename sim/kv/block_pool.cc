@@ -41,6 +41,16 @@ void BlockPool::PushFront(BlockId b) {
 }
 
 void BlockPool::Evict(BlockId b) {
+  RemoveFromIndex(b);
+  ++evictions_;
+}
+
+void BlockPool::Uncache(BlockId b) {
+  PREFIXSIM_CHECK(b != kNullBlock && ref_[b] > 0 && group_[b] >= 0);
+  RemoveFromIndex(b);
+}
+
+void BlockPool::RemoveFromIndex(BlockId b) {
   const uint64_t key = hash_[b].hash ^ GroupSalt(group_[b]);
   const BlockId p = dup_prev_[b], n = dup_next_[b];
   if (p == kNoBlock) {
@@ -59,7 +69,6 @@ void BlockPool::Evict(BlockId b) {
   group_[b] = -1;
   hash_[b] = HashPair{};
   --num_cached_;
-  ++evictions_;
 }
 
 BlockId BlockPool::Allocate() {

@@ -74,6 +74,10 @@ class BlockPool {
   // collision) if a different content already owns the key.
   bool Cache(BlockId b, int group, const HashPair& h);
 
+  // Drops the key of an in-use cached block so it can be re-keyed (a partial block that grew,
+  // reference §8.2 cache_full_blocks "re-keyed"). Not an eviction.
+  void Uncache(BlockId b);
+
   bool is_cached(BlockId b) const { return group_[b] >= 0; }
   int32_t ref(BlockId b) const { return ref_[b]; }
   int cached_group(BlockId b) const { return group_[b]; }
@@ -107,6 +111,7 @@ class BlockPool {
   void PushBack(BlockId b);
   void PushFront(BlockId b);
   void Evict(BlockId b);
+  void RemoveFromIndex(BlockId b);
 
   int64_t num_blocks_;
   BlockId sentinel_;                  // == num_blocks_

@@ -43,6 +43,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   params.hash_block_size = hash_block_size_;
   params.hit_alignment = hit_alignment_;
   params.extra_retained_tokens = extra_retained_tokens;
+  params.partial_hits = partial_hits_;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     PREFIXSIM_CHECK(scheduler_block_size_ % plan.groups[g].block_size == 0);
     managers_.push_back(MakeManager(plan.groups[g], static_cast<int>(g), pool, params));

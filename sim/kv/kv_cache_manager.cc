@@ -150,8 +150,21 @@ class KvCacheManager::Impl {
       for (size_t j = 0; j < hit.size(); ++j) {
         const BlockId b = hit[j];
         if (b == kNullBlock) continue;
-        const bool valid = pool_.is_cached(b) && pool_.cached_group(b) == g &&
-                           pool_.cached_hash(b) == coord_.manager(g).BlockHash(st.hashes.data(), j);
+        bool valid = pool_.is_cached(b) && pool_.cached_group(b) == g;
+        if (valid && j + 1 < hit.size()) {
+          valid = pool_.cached_hash(b) == coord_.manager(g).BlockHash(st.hashes.data(), j);
+        } else if (valid) {
+          // The last block may be a partial entry (partial hits): any H boundary inside it.
+          const int64_t ratio = coord_.manager(g).block_size() / coord_.hash_block_size();
+          bool any = false;
+          for (int64_t f = static_cast<int64_t>(j) * ratio;
+               f < static_cast<int64_t>(j + 1) * ratio &&
+               f < static_cast<int64_t>(st.hashes.size());
+               ++f) {
+            any = any || pool_.cached_hash(b) == st.hashes[f];
+          }
+          valid = any;
+        }
         if (!valid) {
           std::fprintf(stderr,
                        "KvCacheManager: stale prefix hit for request %llu (block %d evicted "
@@ -198,21 +211,35 @@ class KvCacheManager::Impl {
       if (options_.check_invariants) CheckInvariants();
       return false;
     }
+    const int64_t free_before = pool_.num_free();
     if (use_hit) {
-      // Touch every hit block first (all groups), so that allocation cannot evict them.
+      // Touch every hit block first (all groups), so that allocation cannot evict them; a
+      // block the request will write into is copied instead (partial hits, §8.2).
+      cow_.assign(coord_.num_groups(), 0);
       for (int g = 0; g < coord_.num_groups(); ++g) {
         kv::GroupBlocks& gb = st.groups[g];
         PREFIXSIM_DCHECK(gb.blocks.empty());
-        for (BlockId b : st.pending[g]) {
-          if (b != kNullBlock) pool_.Touch(b);
+        std::vector<BlockId>& hit = st.pending[g];
+        cow_[g] = coord_.manager(g).NeedsCopyOnWrite(hit, total);
+        for (size_t i = 0; i < hit.size(); ++i) {
+          if (hit[i] != kNullBlock && !(cow_[g] && i + 1 == hit.size())) pool_.Touch(hit[i]);
         }
-        gb.blocks.swap(st.pending[g]);
+        gb.blocks.swap(hit);
         gb.num_cached = static_cast<int64_t>(gb.blocks.size());
-        st.pending[g].clear();
+        hit.clear();
+      }
+      for (int g = 0; g < coord_.num_groups(); ++g) {
+        if (!cow_[g]) continue;
+        kv::GroupBlocks& gb = st.groups[g];
+        gb.blocks.back() = pool_.Allocate();
+        --gb.num_cached;
+        ++counters_.allocated_blocks;
       }
       st.has_pending = false;
     }
     counters_.allocated_blocks += coord_.AllocateNew(st.groups.data(), need, main, total);
+    // All-or-nothing: the step took no more blocks than it reserved.
+    PREFIXSIM_CHECK(free_before - pool_.num_free() <= k);
     if (caching_) {
       // Drafts and lookahead slots are never cached: only verified tokens (reference §10.2).
       const int64_t n = std::max<int64_t>(
@@ -277,6 +304,7 @@ class KvCacheManager::Impl {
   std::vector<RequestState> slots_;
   std::vector<uint32_t> free_slots_;
   std::vector<std::vector<BlockId>> fine_scratch_;
+  std::vector<char> cow_;
   mutable KvCacheCounters counters_;
 };
 

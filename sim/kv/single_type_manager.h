@@ -30,6 +30,8 @@ struct ManagerParams {
   int64_t hit_alignment = 0;    // A (the caching mask uses it)
   // Extra tokens a sliding window keeps for multi-module MTP (reference §2.2, §10.3).
   int64_t extra_retained_tokens = 0;
+  // Fine-grained (partial) hits (reference §7, §8.2, §9.2): A = H < B for some groups.
+  bool partial_hits = false;
 };
 
 class SingleTypeManager {
@@ -78,6 +80,10 @@ class SingleTypeManager {
   // Frees all blocks, tail first (reference §8.2).
   void FreeAll(GroupBlocks* g) const;
 
+  // Whether the last block of a hit of `hit_tokens` must be copied rather than shared, because
+  // the request will write into it (partial hits only: copy-on-write, reference §8.2).
+  virtual bool NeedsCopyOnWrite(const std::vector<BlockId>& hit, int64_t hit_tokens) const;
+
  protected:
   // Whether block i is published at all (the SWA reachable mask of reference §10.2).
   virtual bool Reachable(int64_t /*i*/) const { return true; }
@@ -108,6 +114,9 @@ class FullAttentionManager : public SingleTypeManager {
   int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
                          bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
+  // With partial hits, also registers the tail block under the hash of its last H boundary.
+  int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+                      int64_t step_end) const override;
 };
 
 // Sliding window: right to left, cdiv(W-1, B) contiguous blocks (reference §9.2, §10.2, §10.3).
@@ -149,6 +158,7 @@ class MambaManager : public SingleTypeManager {
   int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const override;
   int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
+  bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
 };
 
 std::unique_ptr<SingleTypeManager> MakeManager(const KvGroup& spec, int group_id, BlockPool* pool,

@@ -354,6 +354,48 @@ TEST(KvCacheManagerTest, ReprefillableTokensAreNotCached) {
   Finish(m, b);
 }
 
+// Partial (fine-grained) hits, reference §7, §8.2, §9.2: MLA B = 8 and mamba B = 8 with a
+// prefix_match_unit H = 2, so A = H. A step that ends on an H boundary inside a block registers
+// the full-attention tail block and the mamba state under that boundary's fine hash; a later
+// request hits there (phase 2), copying the tail block instead of sharing it (copy-on-write).
+TEST(KvCacheManagerTest, PartialHitsAtHashBoundaries) {
+  KvPlan plan = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)}, 32, 8, 2, 2);
+  plan.partial_hits = true;
+  KvCacheManager m(plan, Checked());
+  const Request a = Literal(1, Iota(13));
+  m.AddRequest(&a);
+  m.GetComputedBlocks(1);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 12, 0, 0));      // step ends at 12 (an H boundary)
+  EXPECT_EQ(m.counters().cached_blocks, 1 + 1 + 1);  // MLA block 0, MLA tail @12, state @12
+  const int32_t a_tail = m.BlockTable(1, 0)[1];
+  const int32_t a_state = m.BlockTable(1, 1)[1];
+  ASSERT_TRUE(m.AllocateSlots(1, 12, 1, 0, 0));  // continues in a fresh state block
+  EXPECT_NE(m.BlockTable(1, 1)[1], a_state);
+  Finish(m, a);
+  const Request b = Literal(2, Concat(Iota(12), {90, 91, 92, 93}));
+  m.AddRequest(&b);
+  const PrefixHit h = m.GetComputedBlocks(2);
+  EXPECT_EQ(h.hit_tokens, 12);
+  EXPECT_EQ(h.alignment_loss_tokens, 0);
+  ASSERT_TRUE(m.AllocateSlots(2, 0, 4, 12, 0));
+  const std::vector<int32_t> t = m.BlockTable(2, 0);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_NE(t[1], a_tail);  // copied, not shared
+  Finish(m, b);
+
+  // The same without partial hits (A = S = 8): no state at a block boundary, no hit.
+  plan.partial_hits = false;
+  plan.hit_alignment = 8;
+  KvCacheManager m2(plan, Checked());
+  m2.AddRequest(&a);
+  m2.GetComputedBlocks(1);
+  ASSERT_TRUE(m2.AllocateSlots(1, 0, 12, 0, 0));
+  ASSERT_TRUE(m2.AllocateSlots(1, 12, 1, 0, 0));
+  Finish(m2, a);
+  EXPECT_EQ(Prefill(m2, b).hit_tokens, 0);
+  Finish(m2, b);
+}
+
 // Without prefix caching: no lookups, nothing cached.
 TEST(KvCacheManagerTest, PrefixCachingDisabled) {
   KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 16);

@@ -216,5 +216,16 @@ TEST(KvStressTest, HybridWithMambaAndChunked) {
               23, 80, false);
 }
 
+TEST(KvStressTest, PartialHits) {
+  KvPlan plan = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)}, 80, 8, 2, 2);
+  plan.partial_hits = true;
+  RunWorkload(plan, 31, 80, false);
+  KvPlan three = Plan(
+      {Group(LayerKind::kFullAttention, 4), Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)},
+      120, 8, 2, 2);
+  three.partial_hits = true;
+  RunWorkload(three, 32, 80, false);
+}
+
 }  // namespace
 }  // namespace prefixsim
