@@ -225,6 +225,10 @@ TEST(KvStressTest, PartialHits) {
       120, 8, 2, 2);
   three.partial_hits = true;
   RunWorkload(three, 32, 80, false);
+  KvPlan eagle = Plan({Group(LayerKind::kMla, 8, 0, /*eagle=*/true), Group(LayerKind::kMamba, 8)},
+                      80, 8, 2, 2);
+  eagle.partial_hits = true;
+  RunWorkload(eagle, 33, 80, false);
 }
 
 }  // namespace
