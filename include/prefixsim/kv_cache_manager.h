@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
@@ -18,20 +19,34 @@ struct KvCacheOptions {
   // Tokens per request that a multi-module MTP drafter re-prefills and that are never cached
   // (reference §10.2 num_reprefillable); 0 otherwise.
   int64_t num_reprefillable_tokens = 0;
+  // max_model_len: AllocateSlots caps computed + new + lookahead tokens here (reference §10.1).
+  // 0 means no cap.
+  int64_t max_model_len = 0;
 };
 
 struct KvCacheCounters {
   int64_t evicted_blocks = 0;     // cached blocks whose hash was dropped to reuse them
   int64_t cached_blocks = 0;      // blocks published to the prefix index
   int64_t allocated_blocks = 0;   // blocks handed out by the pool
+  // 64-bit hash-key collisions caught by the second, independent check value (verified on every
+  // lookup and insert): each one cost at most a hit, none produced a wrong hit. Expected 0.
+  int64_t hash_collisions = 0;
 };
 
 // Result of a prefix lookup for one request.
 struct PrefixHit {
   int64_t hit_tokens = 0;  // num_new_local_computed_tokens: a multiple of the hit alignment A
-  // Tokens found cached in every group but cut off by the alignment to A (DESIGN §4.5).
+  // Tokens found cached in every group but cut off by the alignment to A (DESIGN §4.5): the hit
+  // that the same lookup (same fixed point, same EAGLE drop, same max_hit = num_tokens - 1)
+  // would give with alignment H (the hash granularity) instead of A, minus hit_tokens; 0 when
+  // A == H (unitary models, partial hits).
   int64_t alignment_loss_tokens = 0;
 };
+
+// Content id of a request's generated output tokens (those beyond Request::output): token p of
+// the output is (GeneratedOutputContentId(id), p). A trace reader can reuse it so that a later
+// turn's prompt names an earlier turn's generated output.
+uint64_t GeneratedOutputContentId(uint64_t request_id);
 
 class KvCacheManager {
  public:
@@ -53,13 +68,18 @@ class KvCacheManager {
   // Prefix lookup for a request that holds no blocks (new, or preempted and reset): the longest
   // hit with max_hit = num_tokens - 1 (reference §9). The matched blocks are remembered and taken
   // by the next AllocateSlots call for this request. Without prefix caching, returns {0, 0}.
+  // Look up again before retrying an AllocateSlots that returned false (vLLM looks up every
+  // step): a remembered hit whose blocks were evicted meanwhile aborts.
   PrefixHit GetComputedBlocks(uint64_t request_id);
 
   // Allocates blocks so that the request can hold num_computed_tokens + num_new_computed_tokens +
   // num_new_tokens (+ num_lookahead_tokens, capped at max_model_len) tokens, all groups or none
   // (reference §10.1). num_new_computed_tokens is the hit from GetComputedBlocks (0 after the first
   // step). Then caches full blocks up to min(computed + new, num_tokens), under the hybrid
-  // round-down to S. Returns false, changing nothing, if there are not enough free blocks.
+  // round-down to S. Returns false if there are not enough free blocks: nothing is allocated then,
+  // but, as in vLLM, blocks that fell out of a sliding window / local chunk before
+  // num_computed_tokens + num_new_computed_tokens are released first.
+  // num_new_computed_tokens must be 0 (discarding a remembered hit) or the hit_tokens returned.
   bool AllocateSlots(uint64_t request_id, int64_t num_computed_tokens, int64_t num_new_tokens,
                      int64_t num_new_computed_tokens, int64_t num_lookahead_tokens);
 
@@ -72,6 +92,11 @@ class KvCacheManager {
   double usage() const;              // 1 - free / usable
   const KvCacheCounters& counters() const;
   const KvPlan& plan() const;
+
+  // The request's block table in group `group` (0 = the null block), for tests and debugging.
+  std::vector<int32_t> BlockTable(uint64_t request_id, int group) const;
+  // Blocks the request holds over all groups (null entries not counted).
+  int64_t NumHeldBlocks(uint64_t request_id) const;
 
   // Checks every invariant (block states, reference counts vs block tables); aborts on failure.
   void CheckInvariants() const;

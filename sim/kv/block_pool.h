@@ -1,0 +1,133 @@
+// The block pool (reference §8.2): one shared pool of block ids for every KV cache group, the
+// null block (id 0), reference counts, the free queue in vLLM's order, and the prefix index.
+//
+// Free queue: an intrusive doubly linked list over flat arrays (ids, not pointers). It starts in
+// id order. Blocks whose count drops to 0 go to the FRONT when they carry no hash (reused first,
+// LIFO) and to the BACK when they are cached (LRU by time of free). Allocation and eviction
+// always take the head. Callers free a request's blocks tail first (KvCacheManager does).
+// [inferred: the one-by-one prepend of unhashed blocks (LIFO); it cannot change a hit rate.]
+//
+// Prefix index: key = hash XOR a per-group salt, mapped to the first of the blocks cached under
+// that (hash, group) (duplicates are kept in an intrusive list, vLLM does not de-duplicate; a
+// lookup returns the earliest cached one, like vLLM's dict order). Each cached block stores its
+// full (hash, check, group) and the index slot a 32-bit tag of (check, group). Lookup verifies
+// the key and the tag (96 bits), Cache verifies the full 128-bit pair and the group. A mismatch
+// is a collision: it is counted (collisions()), a lookup treats it as a miss and Cache refuses to
+// publish the block, so a collision can cost a hit but never produce a wrong one (a wrong hit
+// needs a 64-bit and a 32-bit collision at once, ~2^-96 per pair of blocks).
+#ifndef PREFIXSIM_SIM_KV_BLOCK_POOL_H_
+#define PREFIXSIM_SIM_KV_BLOCK_POOL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "prefixsim/status.h"
+#include "sim/kv/block_hasher.h"
+#include "sim/kv/prefix_index.h"
+
+namespace prefixsim {
+namespace kv {
+
+using BlockId = int32_t;
+inline constexpr BlockId kNullBlock = 0;
+inline constexpr BlockId kNoBlock = -1;
+
+class BlockPool {
+ public:
+  explicit BlockPool(int64_t num_blocks);
+
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t num_free() const { return num_free_; }
+
+  // The block cached under (group, h), or kNoBlock.
+  BlockId Lookup(int group, const HashPair& h) const {
+    const PrefixIndex::Slot* slot = index_.Find(h.hash ^ GroupSalt(group));
+    if (slot == nullptr) return kNoBlock;
+    // The slot carries the verifier, so a hit reads one slot only. Equal key and tag mean equal
+    // (hash, group) and 32 more bits of the check value.
+    if (slot->tag != Tag(group, h)) {
+      ++collisions_;
+      return kNoBlock;
+    }
+    return slot->block;
+  }
+
+  // Hints the CPU to fetch the index slot of (group, h) (lookups of a chain are independent).
+  void Prefetch(int group, const HashPair& h) const { index_.Prefetch(h.hash ^ GroupSalt(group)); }
+
+  // A cache hit takes a reference: a free block leaves the free queue.
+  void Touch(BlockId b) {
+    PREFIXSIM_DCHECK(b > 0 && b < num_blocks_);
+    if (ref_[b] == 0) Unlink(b);
+    ++ref_[b];
+  }
+
+  // Pops the head of the free queue, evicting its hash if it has one; ref count 1.
+  // REQUIRES: num_free() > 0.
+  BlockId Allocate();
+
+  // Drops one reference; at 0 the block rejoins the free queue (front if unhashed, back if
+  // cached). The null block is ignored.
+  void Free(BlockId b);
+
+  // Publishes block b (in use, uncached) under (group, h). Returns false (and counts a
+  // collision) if a different content already owns the key.
+  bool Cache(BlockId b, int group, const HashPair& h);
+
+  // Drops the key of an in-use cached block so it can be re-keyed (a partial block that grew,
+  // reference §8.2 cache_full_blocks "re-keyed"). Not an eviction.
+  void Uncache(BlockId b);
+
+  bool is_cached(BlockId b) const { return group_[b] >= 0; }
+  int32_t ref(BlockId b) const { return ref_[b]; }
+  int cached_group(BlockId b) const { return group_[b]; }
+  const HashPair& cached_hash(BlockId b) const { return hash_[b]; }
+  int64_t evictions() const { return evictions_; }
+  int64_t collisions() const { return collisions_; }
+  int64_t num_cached_entries() const { return num_cached_; }
+
+  // Free queue order, head first (tests and the invariant checker).
+  std::vector<BlockId> FreeQueue() const;
+  // Aborts unless the pool's own structures are consistent (queue links, counts, index).
+  void CheckInvariants() const;
+
+  static uint32_t Tag(int group, const HashPair& h) {
+    return static_cast<uint32_t>(h.check ^ (h.check >> 32) ^ GroupSalt(group));
+  }
+  static uint64_t GroupSalt(int group) {
+    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(group + 1);
+    x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ULL;
+    return x ^ (x >> 29);
+  }
+
+ private:
+  void Unlink(BlockId b) {
+    const BlockId p = prev_[b], n = next_[b];
+    next_[p] = n;
+    prev_[n] = p;
+    prev_[b] = next_[b] = kNoBlock;
+    --num_free_;
+  }
+  void PushBack(BlockId b);
+  void PushFront(BlockId b);
+  void Evict(BlockId b);
+  void RemoveFromIndex(BlockId b);
+
+  int64_t num_blocks_;
+  BlockId sentinel_;                  // == num_blocks_
+  std::vector<BlockId> prev_, next_;  // free queue links (size num_blocks + 1)
+  std::vector<int32_t> ref_;
+  std::vector<HashPair> hash_;
+  std::vector<int32_t> group_;                // -1: not cached
+  std::vector<BlockId> dup_prev_, dup_next_;  // blocks cached under the same key
+  PrefixIndex index_;                         // key -> the first block cached under it
+  int64_t num_free_ = 0;
+  int64_t num_cached_ = 0;
+  int64_t evictions_ = 0;
+  mutable int64_t collisions_ = 0;
+};
+
+}  // namespace kv
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_KV_BLOCK_POOL_H_

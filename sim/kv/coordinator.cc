@@ -1,0 +1,200 @@
+#include "sim/kv/coordinator.h"
+
+#include <algorithm>
+
+#include "prefixsim/status.h"
+
+namespace prefixsim {
+namespace kv {
+namespace {
+
+bool SameSpec(const KvGroup& a, const KvGroup& b) {
+  return a.kind == b.kind && a.block_size == b.block_size && a.sliding_window == b.sliding_window &&
+         a.attention_chunk_size == b.attention_chunk_size &&
+         a.prefix_cacheable == b.prefix_cacheable && a.is_eagle_group == b.is_eagle_group;
+}
+
+bool IsFullAttentionKind(LayerKind k) {
+  return k == LayerKind::kFullAttention || k == LayerKind::kMla;
+}
+
+}  // namespace
+
+KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
+                                       int64_t extra_retained_tokens) {
+  PREFIXSIM_CHECK(!plan.groups.empty());
+  if (plan.groups.size() == 1) {
+    // Unitary coordinator: S = H = A = B (reference §7).
+    hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.groups[0].block_size;
+    partial_hits_ = false;
+  } else if (plan.enable_prefix_caching) {
+    hash_block_size_ = plan.hash_block_size;
+    hit_alignment_ = plan.hit_alignment;
+    scheduler_block_size_ = plan.scheduler_block_size;
+    partial_hits_ = plan.partial_hits;
+  } else {
+    hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.scheduler_block_size;
+    partial_hits_ = false;
+  }
+  PREFIXSIM_CHECK(hash_block_size_ > 0 && hit_alignment_ > 0 && scheduler_block_size_ > 0);
+  PREFIXSIM_CHECK(scheduler_block_size_ % hash_block_size_ == 0);
+  PREFIXSIM_CHECK(hit_alignment_ % hash_block_size_ == 0);
+  ManagerParams params;
+  params.hash_block_size = hash_block_size_;
+  params.hit_alignment = hit_alignment_;
+  params.extra_retained_tokens = extra_retained_tokens;
+  params.partial_hits = partial_hits_;
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    PREFIXSIM_CHECK(scheduler_block_size_ % plan.groups[g].block_size == 0);
+    managers_.push_back(MakeManager(plan.groups[g], static_cast<int>(g), pool, params));
+    if (plan.groups[g].prefix_cacheable && !managers_.back()->hashable() && unhashable_group_ < 0) {
+      unhashable_group_ = static_cast<int>(g);
+    }
+  }
+  // Spec-groups: identical specs are looked up as one batch, full attention first (§9.3).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      const KvGroup& spec = plan.groups[g];
+      // Never hashed: takes no part in hit finding.
+      if (!spec.prefix_cacheable || !managers_[g]->hashable()) continue;
+      if (IsFullAttentionKind(spec.kind) != (pass == 0)) continue;
+      SpecGroup* sg = nullptr;
+      for (SpecGroup& s : spec_groups_) {
+        if (SameSpec(plan.groups[s.gids[0]], spec)) sg = &s;
+      }
+      if (sg == nullptr) {
+        spec_groups_.emplace_back();
+        sg = &spec_groups_.back();
+        sg->full_attention = IsFullAttentionKind(spec.kind);
+        sg->eagle = spec.is_eagle_group;
+        sg->mamba = spec.kind == LayerKind::kMamba;
+        sg->block_size = spec.block_size;
+        sg->manager = managers_[g].get();
+      }
+      sg->gids.push_back(static_cast<int>(g));
+    }
+  }
+  scratch_.resize(spec_groups_.size());
+  for (size_t s = 0; s < spec_groups_.size(); ++s) scratch_[s].resize(spec_groups_[s].gids.size());
+  sg_hit_.resize(spec_groups_.size());
+  sg_looked_up_.resize(spec_groups_.size());
+  sg_eagle_ok_.resize(spec_groups_.size());
+}
+
+int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t num_fine,
+                                                int64_t max_hit, int64_t alignment,
+                                                std::vector<BlockId>* out) {
+  for (int g = 0; g < num_groups(); ++g) out[g].clear();
+  if (max_hit <= 0 || spec_groups_.empty()) return 0;
+  const size_t nsg = spec_groups_.size();
+  if (unitary()) {
+    const SpecGroup& sg = spec_groups_[0];
+    // Unitary: the EAGLE drop is one block (A = B), reference §9.4.
+    const int64_t hit =
+        sg.manager->FindLongestHit(fine, num_fine, max_hit, alignment, sg.eagle, sg.gids, out);
+    return hit;
+  }
+  // Hybrid fixed point (reference §9.3).
+  std::fill(sg_looked_up_.begin(), sg_looked_up_.end(), 0);
+  std::fill(sg_eagle_ok_.begin(), sg_eagle_ok_.end(), 0);
+  int64_t hit = max_hit;
+  while (true) {
+    int64_t cur = hit;
+    for (size_t s = 0; s < nsg; ++s) {
+      const SpecGroup& sg = spec_groups_[s];
+      if (sg.full_attention && sg_looked_up_[s]) {
+        // Full attention hits only shrink: its earlier answer stays valid, trimmed below.
+        cur = std::min(cur, sg_hit_[s]);
+        continue;
+      }
+      const bool drop = sg.eagle && !sg_eagle_ok_[s];
+      int64_t limit = cur;
+      if (drop && !sg.mamba) {
+        // The eagle group searches one unit past the candidate and drops it (§9.4).
+        const int64_t margin = partial_hits_ ? hash_block_size_ : sg.block_size;
+        limit = std::min(cur + margin, max_hit);
+      }
+      const int64_t h = sg.manager->FindLongestHit(fine, num_fine, limit, alignment, drop, sg.gids,
+                                                   scratch_[s].data());
+      if (drop) {
+        sg_eagle_ok_[s] = 1;
+      } else if (h < cur) {
+        std::fill(sg_eagle_ok_.begin(), sg_eagle_ok_.end(), 0);
+      }
+      cur = h;
+      sg_looked_up_[s] = 1;
+      sg_hit_[s] = h;
+    }
+    if (cur >= hit) break;
+    hit = cur;
+    if (nsg == 2 && spec_groups_[0].full_attention) break;  // "simple hybrid": one pass
+  }
+  for (size_t s = 0; s < nsg; ++s) {
+    const SpecGroup& sg = spec_groups_[s];
+    for (size_t k = 0; k < sg.gids.size(); ++k) {
+      std::vector<BlockId>& blocks = scratch_[s][k];
+      if (sg.full_attention)
+        blocks.resize(std::min<int64_t>(CeilDiv(hit, sg.block_size), blocks.size()));
+      PREFIXSIM_DCHECK(static_cast<int64_t>(blocks.size()) == CeilDiv(hit, sg.block_size) ||
+                       hit == 0);
+      out[sg.gids[k]].swap(blocks);
+    }
+  }
+  PREFIXSIM_DCHECK(hit % alignment == 0);
+  return hit;
+}
+
+void KvCacheCoordinator::RemoveSkippedBlocks(GroupBlocks* groups, int64_t total) const {
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!groups[g].blocks.empty()) managers_[g]->RemoveSkippedBlocks(&groups[g], total);
+  }
+}
+
+int64_t KvCacheCoordinator::NumBlocksToAllocate(const GroupBlocks* groups,
+                                                const std::vector<BlockId>* hit, int64_t need,
+                                                int64_t main, int64_t total) const {
+  int64_t n = 0;
+  for (int g = 0; g < num_groups(); ++g) {
+    n += managers_[g]->NumBlocksToAllocate(groups[g], hit ? &hit[g] : nullptr, need, main, total);
+  }
+  return n;
+}
+
+int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t need, int64_t main,
+                                        int64_t total) const {
+  int64_t n = 0;
+  for (int g = 0; g < num_groups(); ++g) {
+    n += managers_[g]->AllocateNew(&groups[g], need, main, total);
+  }
+  return n;
+}
+
+int64_t KvCacheCoordinator::CacheLimit(int g, int64_t n) const {
+  const SingleTypeManager& m = *managers_[g];
+  if (!m.spec().prefix_cacheable) return 0;
+  if (unitary()) return n;
+  // Hybrid: only up to the last S boundary (no rounding with partial hits); an eagle group also
+  // publishes the one block past it that its drop needs (reference §10.2).
+  const int64_t rounded = RoundDown(n, scheduler_block_size_);
+  if (m.spec().is_eagle_group) return std::min(n, rounded + m.block_size());
+  return partial_hits_ ? n : rounded;
+}
+
+int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n,
+                                        int64_t step_end) const {
+  int64_t cached = 0;
+  for (int g = 0; g < num_groups(); ++g) {
+    const int64_t limit = CacheLimit(g, n);
+    if (limit <= 0) continue;
+    cached += managers_[g]->CacheBlocks(&groups[g], fine, limit, step_end);
+  }
+  return cached;
+}
+
+void KvCacheCoordinator::FreeAll(GroupBlocks* groups) const {
+  // Group by group, each tail first (vLLM frees manager by manager).
+  for (int g = 0; g < num_groups(); ++g) managers_[g]->FreeAll(&groups[g]);
+}
+
+}  // namespace kv
+}  // namespace prefixsim

@@ -1,0 +1,78 @@
+// The KV cache coordinator (reference §9.3, §10): combines the per-group managers. Unitary (one
+// group: A = H = B) or hybrid (the fixed point over spec-groups, alignment to A, caching under
+// the round-down to S).
+#ifndef PREFIXSIM_SIM_KV_COORDINATOR_H_
+#define PREFIXSIM_SIM_KV_COORDINATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "prefixsim/kv_plan.h"
+#include "sim/kv/block_pool.h"
+#include "sim/kv/single_type_manager.h"
+
+namespace prefixsim {
+namespace kv {
+
+class KvCacheCoordinator {
+ public:
+  // With plan.enable_prefix_caching, the plan's S, H, A must be consistent (S % H == 0,
+  // A % H == 0); without it they are not used (S is used for all three).
+  KvCacheCoordinator(const KvPlan& plan, BlockPool* pool, int64_t extra_retained_tokens);
+
+  // Whether every prefix-cacheable group's block size is a multiple of H, so that lookups and
+  // caching are possible. The first group that is not, or -1.
+  int unhashable_group() const { return unhashable_group_; }
+
+  int num_groups() const { return static_cast<int>(managers_.size()); }
+  bool unitary() const { return managers_.size() == 1; }
+  int64_t hash_block_size() const { return hash_block_size_; }            // H
+  int64_t hit_alignment() const { return hit_alignment_; }                // A
+  int64_t scheduler_block_size() const { return scheduler_block_size_; }  // S
+  const SingleTypeManager& manager(int g) const { return *managers_[g]; }
+
+  // The longest hit of at most max_hit tokens that every group can serve, a multiple of
+  // `alignment` (the plan's A for the real lookup). out[g] receives group g's hit blocks.
+  // Not const: it reuses internal scratch buffers (no allocation in steady state).
+  int64_t FindLongestCacheHit(const HashPair* fine, int64_t num_fine, int64_t max_hit,
+                              int64_t alignment, std::vector<BlockId>* out);
+
+  void RemoveSkippedBlocks(GroupBlocks* groups, int64_t total) const;
+  // `hit` is null or an array of num_groups() hit block lists.
+  int64_t NumBlocksToAllocate(const GroupBlocks* groups, const std::vector<BlockId>* hit,
+                              int64_t need, int64_t main, int64_t total) const;
+  int64_t AllocateNew(GroupBlocks* groups, int64_t need, int64_t main, int64_t total) const;
+  // Token count up to which blocks may be cached, per group, for `n` finalized tokens
+  // (reference §10.2). The largest is returned by MaxCacheLimit.
+  int64_t CacheLimit(int g, int64_t n) const;
+  int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n, int64_t step_end) const;
+  void FreeAll(GroupBlocks* groups) const;
+
+ private:
+  struct SpecGroup {
+    std::vector<int> gids;
+    bool full_attention = false;
+    bool eagle = false;
+    bool mamba = false;
+    int64_t block_size = 0;
+    const SingleTypeManager* manager = nullptr;
+  };
+
+  std::vector<std::unique_ptr<SingleTypeManager>> managers_;
+  std::vector<SpecGroup> spec_groups_;  // full attention first
+  int64_t hash_block_size_;
+  int64_t hit_alignment_;
+  int64_t scheduler_block_size_;
+  bool partial_hits_;
+  int unhashable_group_ = -1;
+  // Scratch: per spec-group, per member group, the blocks of the last lookup.
+  std::vector<std::vector<std::vector<BlockId>>> scratch_;
+  std::vector<int64_t> sg_hit_;
+  std::vector<char> sg_looked_up_, sg_eagle_ok_;
+};
+
+}  // namespace kv
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_KV_COORDINATOR_H_

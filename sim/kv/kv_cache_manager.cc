@@ -1,0 +1,356 @@
+// KvCacheManager (reference §9.1, §10.1, §12): the public face of the KV memory model.
+#include "prefixsim/kv_cache_manager.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "prefixsim/status.h"
+#include "sim/kv/block_hasher.h"
+#include "sim/kv/block_pool.h"
+#include "sim/kv/coordinator.h"
+
+namespace prefixsim {
+
+using kv::BlockId;
+using kv::kNullBlock;
+
+uint64_t GeneratedOutputContentId(uint64_t request_id) {
+  return kv::GeneratedContentId(request_id);
+}
+
+class KvCacheManager::Impl {
+ public:
+  struct RequestState {
+    const Request* request = nullptr;
+    int64_t num_tokens = 0;
+    std::vector<kv::HashPair> hashes;  // one per full H-chunk, extended lazily
+    kv::HashCursor cursor;
+    std::vector<kv::GroupBlocks> groups;
+    bool has_pending = false;
+    int64_t pending_hit = 0;
+    std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
+  };
+
+  Impl(const KvPlan& plan, const KvCacheOptions& options)
+      : plan_(plan),
+        options_(options),
+        pool_(plan.num_blocks),
+        coord_(plan, &pool_, options.num_reprefillable_tokens),
+        caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
+    fine_scratch_.resize(coord_.num_groups());
+    if (plan.enable_prefix_caching && !caching_) {
+      // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
+      const int g = coord_.unhashable_group();
+      std::fprintf(stderr,
+                   "KvCacheManager: prefix caching disabled: group %d block size %d is not a "
+                   "multiple of the hash block size %lld\n",
+                   g, plan.groups[g].block_size, static_cast<long long>(coord_.hash_block_size()));
+    }
+  }
+
+  RequestState& State(uint64_t id) {
+    auto it = index_.find(id);
+    PREFIXSIM_CHECK(it != index_.end());
+    return slots_[it->second];
+  }
+  const RequestState& State(uint64_t id) const {
+    auto it = index_.find(id);
+    PREFIXSIM_CHECK(it != index_.end());
+    return slots_[it->second];
+  }
+
+  void EnsureHashes(RequestState& st, int64_t num_chunks) {
+    num_chunks = std::min(num_chunks, st.num_tokens / coord_.hash_block_size());
+    if (static_cast<int64_t>(st.hashes.size()) >= num_chunks) return;
+    kv::ExtendBlockHashes(*st.request, coord_.hash_block_size(), num_chunks, &st.cursor,
+                          &st.hashes);
+  }
+
+  void AddRequest(const Request* r) {
+    PREFIXSIM_CHECK(r != nullptr);
+    uint32_t slot;
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      slot = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    PREFIXSIM_CHECK(index_.emplace(r->id, slot).second);  // ids are unique
+    RequestState& st = slots_[slot];
+    st.request = r;
+    st.num_tokens = r->prompt_tokens;
+    st.hashes.clear();
+    st.cursor = kv::HashCursor{};
+    st.groups.resize(coord_.num_groups());
+    for (auto& g : st.groups) {
+      g.blocks.clear();
+      g.num_cached = 0;
+    }
+    st.pending.resize(coord_.num_groups());
+    for (auto& p : st.pending) p.clear();
+    st.has_pending = false;
+    st.pending_hit = 0;
+  }
+
+  void RemoveRequest(uint64_t id) {
+    auto it = index_.find(id);
+    PREFIXSIM_CHECK(it != index_.end());
+    RequestState& st = slots_[it->second];
+    for (const auto& g : st.groups) PREFIXSIM_CHECK(g.blocks.empty());  // Free() first
+    st.request = nullptr;
+    st.has_pending = false;
+    free_slots_.push_back(it->second);
+    index_.erase(it);
+  }
+
+  void SetNumTokens(uint64_t id, int64_t n) {
+    RequestState& st = State(id);
+    PREFIXSIM_CHECK(n >= 0);
+    // Hashes of full chunks never change; a shrinking count would orphan them.
+    PREFIXSIM_CHECK(n >= static_cast<int64_t>(st.hashes.size()) * coord_.hash_block_size());
+    st.num_tokens = n;
+  }
+
+  PrefixHit GetComputedBlocks(uint64_t id) {
+    RequestState& st = State(id);
+    for (const auto& g : st.groups) PREFIXSIM_CHECK(g.blocks.empty());
+    st.has_pending = false;
+    st.pending_hit = 0;
+    PrefixHit result;
+    if (!caching_) return result;
+    // The last token is always recomputed to produce logits (reference §9.1).
+    const int64_t max_hit = st.num_tokens - 1;
+    if (max_hit <= 0) return result;
+    EnsureHashes(st, max_hit / coord_.hash_block_size());
+    const kv::HashPair* fine = st.hashes.data();
+    const int64_t nf = static_cast<int64_t>(st.hashes.size());
+    const int64_t a = coord_.hit_alignment();
+    result.hit_tokens = coord_.FindLongestCacheHit(fine, nf, max_hit, a, st.pending.data());
+    if (a != coord_.hash_block_size()) {
+      // Alignment loss: the same lookup at the hash granularity H instead of A.
+      const int64_t fine_hit = coord_.FindLongestCacheHit(
+          fine, nf, max_hit, coord_.hash_block_size(), fine_scratch_.data());
+      result.alignment_loss_tokens = std::max<int64_t>(0, fine_hit - result.hit_tokens);
+    }
+    st.has_pending = result.hit_tokens > 0;
+    st.pending_hit = result.hit_tokens;
+    if (!st.has_pending) {
+      for (auto& p : st.pending) p.clear();
+    }
+    if (options_.check_invariants) CheckInvariants();
+    return result;
+  }
+
+  // The remembered hit must still be what the lookup found (nothing evicted it since).
+  void ValidatePending(const RequestState& st) const {
+    for (int g = 0; g < coord_.num_groups(); ++g) {
+      const std::vector<BlockId>& hit = st.pending[g];
+      for (size_t j = 0; j < hit.size(); ++j) {
+        const BlockId b = hit[j];
+        if (b == kNullBlock) continue;
+        bool valid = pool_.is_cached(b) && pool_.cached_group(b) == g;
+        if (valid && j + 1 < hit.size()) {
+          valid = pool_.cached_hash(b) == coord_.manager(g).BlockHash(st.hashes.data(), j);
+        } else if (valid) {
+          // The last block may be a partial entry (partial hits): any H boundary inside it.
+          const int64_t ratio = coord_.manager(g).block_size() / coord_.hash_block_size();
+          bool any = false;
+          for (int64_t f = static_cast<int64_t>(j) * ratio;
+               f < static_cast<int64_t>(j + 1) * ratio &&
+               f < static_cast<int64_t>(st.hashes.size());
+               ++f) {
+            any = any || pool_.cached_hash(b) == st.hashes[f];
+          }
+          valid = any;
+        }
+        if (!valid) {
+          std::fprintf(stderr,
+                       "KvCacheManager: stale prefix hit for request %llu (block %d evicted "
+                       "since GetComputedBlocks); look up again before AllocateSlots\n",
+                       static_cast<unsigned long long>(st.request->id), b);
+        }
+        PREFIXSIM_CHECK(valid);
+      }
+    }
+  }
+
+  bool AllocateSlots(uint64_t id, int64_t num_computed, int64_t num_new, int64_t num_new_computed,
+                     int64_t num_lookahead) {
+    RequestState& st = State(id);
+    PREFIXSIM_CHECK(num_computed >= 0 && num_new >= 0 && num_new_computed >= 0 &&
+                    num_lookahead >= 0);
+    if (num_new_computed == 0 && st.has_pending) {
+      st.has_pending = false;  // the caller does not use the hit
+      for (auto& p : st.pending) p.clear();
+    }
+    const bool use_hit = num_new_computed > 0;
+    if (use_hit) {
+      if (!st.has_pending || st.pending_hit != num_new_computed) {
+        std::fprintf(stderr,
+                     "KvCacheManager: AllocateSlots(request %llu, num_new_computed=%lld) "
+                     "without a matching GetComputedBlocks hit (%lld)\n",
+                     static_cast<unsigned long long>(id), static_cast<long long>(num_new_computed),
+                     static_cast<long long>(st.has_pending ? st.pending_hit : 0));
+      }
+      PREFIXSIM_CHECK(st.has_pending && st.pending_hit == num_new_computed);
+      PREFIXSIM_CHECK(num_computed == 0);
+      ValidatePending(st);
+    }
+    const int64_t cap = options_.max_model_len > 0 ? options_.max_model_len : INT64_MAX / 4;
+    const int64_t local = num_computed + num_new_computed;
+    const int64_t total = std::min(local, cap);
+    const int64_t main = total + num_new;
+    const int64_t need = std::min(main + num_lookahead, cap);
+    // Free out-of-window blocks first (reference §10.1, §10.3).
+    coord_.RemoveSkippedBlocks(st.groups.data(), total);
+    const int64_t k = coord_.NumBlocksToAllocate(
+        st.groups.data(), use_hit ? st.pending.data() : nullptr, need, main, total);
+    if (k > pool_.num_free()) {
+      if (options_.check_invariants) CheckInvariants();
+      return false;
+    }
+    const int64_t free_before = pool_.num_free();
+    if (use_hit) {
+      // Touch every hit block first (all groups), so that allocation cannot evict them; a
+      // block the request will write into is copied instead (partial hits, §8.2).
+      cow_.assign(coord_.num_groups(), 0);
+      for (int g = 0; g < coord_.num_groups(); ++g) {
+        kv::GroupBlocks& gb = st.groups[g];
+        PREFIXSIM_DCHECK(gb.blocks.empty());
+        std::vector<BlockId>& hit = st.pending[g];
+        cow_[g] = coord_.manager(g).NeedsCopyOnWrite(hit, total);
+        for (size_t i = 0; i < hit.size(); ++i) {
+          if (hit[i] != kNullBlock && !(cow_[g] && i + 1 == hit.size())) pool_.Touch(hit[i]);
+        }
+        gb.blocks.swap(hit);
+        gb.num_cached = static_cast<int64_t>(gb.blocks.size());
+        hit.clear();
+      }
+      for (int g = 0; g < coord_.num_groups(); ++g) {
+        if (!cow_[g]) continue;
+        kv::GroupBlocks& gb = st.groups[g];
+        gb.blocks.back() = pool_.Allocate();
+        --gb.num_cached;
+        ++counters_.allocated_blocks;
+      }
+      st.has_pending = false;
+    }
+    counters_.allocated_blocks += coord_.AllocateNew(st.groups.data(), need, main, total);
+    // All-or-nothing: the step took no more blocks than it reserved.
+    PREFIXSIM_CHECK(free_before - pool_.num_free() <= k);
+    if (caching_) {
+      // Drafts and lookahead slots are never cached: only verified tokens (reference §10.2).
+      const int64_t n = std::max<int64_t>(
+          0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
+      int64_t limit = 0;
+      for (int g = 0; g < coord_.num_groups(); ++g)
+        limit = std::max(limit, coord_.CacheLimit(g, n));
+      if (limit > 0) {
+        EnsureHashes(st, limit / coord_.hash_block_size());
+        // Mamba caches the state where this step ends, if no draft tokens ride along.
+        const int64_t step_end = (n == main) ? n : -1;
+        // Each group reads hashes below its own limit only: all present after EnsureHashes.
+        counters_.cached_blocks +=
+            coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
+      }
+    }
+    if (options_.check_invariants) CheckInvariants();
+    return true;
+  }
+
+  void Free(uint64_t id) {
+    RequestState& st = State(id);
+    coord_.FreeAll(st.groups.data());
+    st.has_pending = false;
+    for (auto& p : st.pending) p.clear();
+    if (options_.check_invariants) CheckInvariants();
+  }
+
+  // Invariants: the pool's own (queue links, every block exactly one of free / cached-free /
+  // in use, the index), plus reference counts == occurrences in block tables, and a block id is
+  // used by one group only.
+  void CheckInvariants() const {
+    pool_.CheckInvariants();
+    const int64_t n = pool_.num_blocks();
+    std::vector<int32_t> refs(n, 0);
+    std::vector<int32_t> owner(n, -1);
+    for (const auto& [id, slot] : index_) {
+      const RequestState& st = slots_[slot];
+      PREFIXSIM_CHECK(st.request != nullptr && st.request->id == id);
+      for (int g = 0; g < coord_.num_groups(); ++g) {
+        const kv::GroupBlocks& gb = st.groups[g];
+        PREFIXSIM_CHECK(gb.num_cached >= 0);
+        for (BlockId b : gb.blocks) {
+          PREFIXSIM_CHECK(b >= 0 && b < n);
+          if (b == kNullBlock) continue;
+          ++refs[b];
+          PREFIXSIM_CHECK(owner[b] == -1 || owner[b] == g);
+          owner[b] = g;
+          if (pool_.is_cached(b)) PREFIXSIM_CHECK(pool_.cached_group(b) == g);
+        }
+      }
+    }
+    for (BlockId b = 1; b < n; ++b) PREFIXSIM_CHECK(pool_.ref(b) == refs[b]);
+  }
+
+  const KvPlan plan_;
+  const KvCacheOptions options_;
+  kv::BlockPool pool_;
+  kv::KvCacheCoordinator coord_;
+  const bool caching_;
+  absl::flat_hash_map<uint64_t, uint32_t> index_;
+  std::vector<RequestState> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::vector<std::vector<BlockId>> fine_scratch_;
+  std::vector<char> cow_;
+  mutable KvCacheCounters counters_;
+};
+
+KvCacheManager::KvCacheManager(const KvPlan& plan, const KvCacheOptions& options)
+    : impl_(std::make_unique<Impl>(plan, options)) {}
+KvCacheManager::~KvCacheManager() = default;
+
+void KvCacheManager::AddRequest(const Request* request) { impl_->AddRequest(request); }
+void KvCacheManager::RemoveRequest(uint64_t request_id) { impl_->RemoveRequest(request_id); }
+void KvCacheManager::SetNumTokens(uint64_t request_id, int64_t num_tokens) {
+  impl_->SetNumTokens(request_id, num_tokens);
+}
+PrefixHit KvCacheManager::GetComputedBlocks(uint64_t request_id) {
+  return impl_->GetComputedBlocks(request_id);
+}
+bool KvCacheManager::AllocateSlots(uint64_t request_id, int64_t num_computed_tokens,
+                                   int64_t num_new_tokens, int64_t num_new_computed_tokens,
+                                   int64_t num_lookahead_tokens) {
+  return impl_->AllocateSlots(request_id, num_computed_tokens, num_new_tokens,
+                              num_new_computed_tokens, num_lookahead_tokens);
+}
+void KvCacheManager::Free(uint64_t request_id) { impl_->Free(request_id); }
+int64_t KvCacheManager::num_free_blocks() const { return impl_->pool_.num_free(); }
+int64_t KvCacheManager::num_usable_blocks() const { return impl_->pool_.num_blocks() - 1; }
+double KvCacheManager::usage() const {
+  return 1.0 - static_cast<double>(num_free_blocks()) / static_cast<double>(num_usable_blocks());
+}
+const KvCacheCounters& KvCacheManager::counters() const {
+  impl_->counters_.evicted_blocks = impl_->pool_.evictions();
+  impl_->counters_.hash_collisions = impl_->pool_.collisions();
+  return impl_->counters_;
+}
+const KvPlan& KvCacheManager::plan() const { return impl_->plan_; }
+std::vector<int32_t> KvCacheManager::BlockTable(uint64_t request_id, int group) const {
+  const Impl::RequestState& st = impl_->State(request_id);
+  PREFIXSIM_CHECK(group >= 0 && group < static_cast<int>(st.groups.size()));
+  return st.groups[group].blocks;
+}
+int64_t KvCacheManager::NumHeldBlocks(uint64_t request_id) const {
+  const Impl::RequestState& st = impl_->State(request_id);
+  int64_t n = 0;
+  for (const auto& g : st.groups) {
+    for (BlockId b : g.blocks) n += b != kNullBlock;
+  }
+  return n;
+}
+void KvCacheManager::CheckInvariants() const { impl_->CheckInvariants(); }
+
+}  // namespace prefixsim

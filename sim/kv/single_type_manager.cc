@@ -1,0 +1,114 @@
+#include "sim/kv/single_type_manager.h"
+
+#include <algorithm>
+
+#include "prefixsim/status.h"
+
+namespace prefixsim {
+namespace kv {
+
+SingleTypeManager::SingleTypeManager(const KvGroup& spec, int group_id, BlockPool* pool,
+                                     const ManagerParams& p)
+    : spec_(spec), group_id_(group_id), pool_(pool), params_(p), block_size_(spec.block_size) {
+  PREFIXSIM_CHECK(block_size_ > 0);
+  PREFIXSIM_CHECK(p.hash_block_size > 0 && p.hit_alignment > 0);
+  // Every prefix-cacheable group's block is a whole number of hash chunks (reference §7
+  // coordinator asserts); otherwise the coordinator reports it and caching stays off.
+  ratio_ = block_size_ % p.hash_block_size == 0 ? block_size_ / p.hash_block_size : 0;
+}
+
+void SingleTypeManager::RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const {
+  const int64_t skipped =
+      std::min<int64_t>(NumSkippedTokens(num_computed) / block_size_, g->blocks.size());
+  // Backward, stopping at the first null: everything before it was removed earlier (§10.3).
+  for (int64_t i = skipped - 1; i >= 0; --i) {
+    const BlockId b = g->blocks[i];
+    if (b == kNullBlock) break;
+    g->blocks[i] = kNullBlock;
+    pool_->Free(b);  // keeps its hash: the block stays hittable until evicted
+  }
+}
+
+int64_t SingleTypeManager::NumBlocksToAllocate(const GroupBlocks& g,
+                                               const std::vector<BlockId>* hit, int64_t need,
+                                               int64_t /*main*/, int64_t total) const {
+  const int64_t required = CeilDiv(need, block_size_);
+  const int64_t skipped = NumSkippedTokens(total) / block_size_;
+  const int64_t held =
+      static_cast<int64_t>(g.blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
+  int64_t n = std::max<int64_t>(required - std::max(skipped, held), 0);
+  if (hit != nullptr) {
+    const bool cow = NeedsCopyOnWrite(*hit, total);
+    for (size_t i = 0; i < hit->size(); ++i) {
+      const BlockId b = (*hit)[i];
+      if (cow && i + 1 == hit->size()) {
+        ++n;  // the copy
+      } else if (b != kNullBlock && pool_->ref(b) == 0) {
+        ++n;  // leaves the free queue when touched
+      }
+    }
+  }
+  return n;
+}
+
+int64_t SingleTypeManager::AllocateNew(GroupBlocks* g, int64_t need, int64_t /*main*/,
+                                       int64_t total) const {
+  const int64_t required = CeilDiv(need, block_size_);
+  const int64_t skipped = NumSkippedTokens(total) / block_size_;
+  // [inferred] Positions the window has already passed get the null block, not a new one.
+  if (static_cast<int64_t>(g->blocks.size()) < skipped) {
+    g->blocks.resize(std::min(skipped, required), kNullBlock);
+  }
+  int64_t n = 0;
+  while (static_cast<int64_t>(g->blocks.size()) < required) {
+    g->blocks.push_back(pool_->Allocate());
+    ++n;
+  }
+  return n;
+}
+
+int64_t SingleTypeManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+                                       int64_t /*step_end*/) const {
+  const int64_t num_full =
+      std::min<int64_t>(limit / block_size_, static_cast<int64_t>(g->blocks.size()));
+  int64_t n = 0;
+  for (int64_t i = g->num_cached; i < num_full; ++i) {
+    const BlockId b = g->blocks[i];
+    if (b == kNullBlock || pool_->is_cached(b) || !Reachable(i)) continue;
+    if (pool_->Cache(b, group_id_, BlockHash(fine, i))) ++n;
+  }
+  g->num_cached = std::max(g->num_cached, num_full);
+  return n;
+}
+
+bool SingleTypeManager::NeedsCopyOnWrite(const std::vector<BlockId>& hit,
+                                         int64_t hit_tokens) const {
+  return params_.partial_hits && !hit.empty() && hit.back() != kNullBlock &&
+         hit_tokens % block_size_ != 0;
+}
+
+void SingleTypeManager::FreeAll(GroupBlocks* g) const {
+  for (auto it = g->blocks.rbegin(); it != g->blocks.rend(); ++it) pool_->Free(*it);
+  g->blocks.clear();
+  g->num_cached = 0;
+}
+
+std::unique_ptr<SingleTypeManager> MakeManager(const KvGroup& spec, int group_id, BlockPool* pool,
+                                               const ManagerParams& p) {
+  switch (spec.kind) {
+    case LayerKind::kFullAttention:
+    case LayerKind::kMla:
+      return std::make_unique<FullAttentionManager>(spec, group_id, pool, p);
+    case LayerKind::kSlidingWindow:
+      return std::make_unique<SlidingWindowManager>(spec, group_id, pool, p);
+    case LayerKind::kChunkedLocal:
+      return std::make_unique<ChunkedLocalManager>(spec, group_id, pool, p);
+    case LayerKind::kMamba:
+      return std::make_unique<MambaManager>(spec, group_id, pool, p);
+  }
+  PREFIXSIM_CHECK(false);
+  return nullptr;
+}
+
+}  // namespace kv
+}  // namespace prefixsim

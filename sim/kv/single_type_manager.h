@@ -1,0 +1,170 @@
+// Per-group KV managers (reference §9.2, §10): one object per KV cache group, behind one small
+// interface. The coordinator (coordinator.h) combines them. Block tables hold block ids, with
+// kNullBlock for positions a group does not keep (out of window, before a chunk, old states).
+#ifndef PREFIXSIM_SIM_KV_SINGLE_TYPE_MANAGER_H_
+#define PREFIXSIM_SIM_KV_SINGLE_TYPE_MANAGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "prefixsim/kv_plan.h"
+#include "sim/kv/block_hasher.h"
+#include "sim/kv/block_pool.h"
+
+namespace prefixsim {
+namespace kv {
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t RoundDown(int64_t a, int64_t b) { return a / b * b; }
+
+// One request's blocks in one group.
+struct GroupBlocks {
+  std::vector<BlockId> blocks;
+  int64_t num_cached = 0;  // blocks [0, num_cached) were already considered for caching
+};
+
+struct ManagerParams {
+  int64_t hash_block_size = 0;  // H
+  int64_t hit_alignment = 0;    // A (the caching mask uses it)
+  // Extra tokens a sliding window keeps for multi-module MTP (reference §2.2, §10.3).
+  int64_t extra_retained_tokens = 0;
+  // Fine-grained (partial) hits (reference §7, §8.2, §9.2): A = H < B for some groups.
+  bool partial_hits = false;
+};
+
+class SingleTypeManager {
+ public:
+  SingleTypeManager(const KvGroup& spec, int group_id, BlockPool* pool, const ManagerParams& p);
+  virtual ~SingleTypeManager() = default;
+
+  const KvGroup& spec() const { return spec_; }
+  int group_id() const { return group_id_; }
+  int64_t block_size() const { return block_size_; }
+  bool is_full_attention() const {
+    return spec_.kind == LayerKind::kFullAttention || spec_.kind == LayerKind::kMla;
+  }
+  bool is_mamba() const { return spec_.kind == LayerKind::kMamba; }
+  // Whether B is a multiple of H (the group's blocks can be keyed by the request's hashes).
+  bool hashable() const { return ratio_ > 0; }
+
+  // The chained hash of this group's block j: the last H-chunk hash inside it (reference §8.1).
+  const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
+    return fine[(j + 1) * ratio_ - 1];
+  }
+
+  // Longest hit of at most max_len tokens for the batch `gids` (groups with this manager's spec;
+  // a block is a hit only if every group of the batch has it cached). Fills out[k] with the
+  // block table prefix of gids[k] (kNullBlock where nothing is needed) and returns the hit in
+  // tokens. `fine` holds num_fine H-chunk hashes. Allocation-free once `out` has capacity.
+  virtual int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
+                                 int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+                                 std::vector<BlockId>* out) const = 0;
+
+  // Tokens before `num_computed` this group no longer needs (reference §10.3).
+  virtual int64_t NumSkippedTokens(int64_t /*num_computed*/) const { return 0; }
+  // Replaces blocks no longer needed by the null block and frees them, last first.
+  virtual void RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const;
+  // Blocks this group must take from the free queue (reference §10.1): new blocks plus hit
+  // blocks that are currently free (touching them removes them from the queue).
+  virtual int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit,
+                                      int64_t need, int64_t main, int64_t total) const;
+  // Appends new blocks so the group covers `need` tokens. Returns how many were allocated.
+  virtual int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const;
+  // Publishes full blocks [num_cached, limit / B) (null and masked-out blocks skipped).
+  // `step_end` is where this step's computation ends (mamba caches the state there).
+  // Returns how many blocks were published. step_end < 0: unknown.
+  virtual int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+                              int64_t step_end) const;
+  // Frees all blocks, tail first (reference §8.2).
+  void FreeAll(GroupBlocks* g) const;
+
+  // Whether the last block of a hit of `hit_tokens` must be copied rather than shared, because
+  // the request will write into it (partial hits only: copy-on-write, reference §8.2).
+  virtual bool NeedsCopyOnWrite(const std::vector<BlockId>& hit, int64_t hit_tokens) const;
+
+ protected:
+  // Whether block i is published at all (the SWA reachable mask of reference §10.2).
+  virtual bool Reachable(int64_t /*i*/) const { return true; }
+  // Looks up block j in every group of the batch; on success writes out[k][j].
+  bool LookupAll(const HashPair* fine, int64_t j, absl::Span<const int> gids,
+                 std::vector<BlockId>* out) const {
+    const HashPair& h = BlockHash(fine, j);
+    for (size_t k = 0; k < gids.size(); ++k) {
+      const BlockId b = pool_->Lookup(gids[k], h);
+      if (b == kNoBlock) return false;
+      out[k][j] = b;
+    }
+    return true;
+  }
+
+  KvGroup spec_;
+  int group_id_;
+  BlockPool* pool_;
+  ManagerParams params_;
+  int64_t block_size_;
+  int64_t ratio_;  // B / H; 0 if H does not divide B
+};
+
+// Full attention and MLA: left to right (reference §9.2).
+class FullAttentionManager : public SingleTypeManager {
+ public:
+  using SingleTypeManager::SingleTypeManager;
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
+                         std::vector<BlockId>* out) const override;
+  // With partial hits, also registers the tail block under the hash of its last H boundary.
+  int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+                      int64_t step_end) const override;
+};
+
+// Sliding window: right to left, cdiv(W-1, B) contiguous blocks (reference §9.2, §10.2, §10.3).
+class SlidingWindowManager : public SingleTypeManager {
+ public:
+  SlidingWindowManager(const KvGroup& spec, int group_id, BlockPool* pool, const ManagerParams& p);
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
+                         std::vector<BlockId>* out) const override;
+  int64_t NumSkippedTokens(int64_t num_computed) const override;
+  // Contiguous cached blocks a hit needs: cdiv(W - 1, B), +1 for the EAGLE drop.
+  int64_t NeedBlocks(bool drop_eagle) const;
+
+ protected:
+  bool Reachable(int64_t i) const override;
+};
+
+// Chunked local attention (reference §9.2, §10.3).
+class ChunkedLocalManager : public SingleTypeManager {
+ public:
+  using SingleTypeManager::SingleTypeManager;
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
+                         std::vector<BlockId>* out) const override;
+  int64_t NumSkippedTokens(int64_t num_computed) const override;
+};
+
+// Mamba in align mode: one running state block per request; states at block boundaries are
+// cached; a hit is the last cached state at an A-aligned boundary (reference §9.2, §10).
+class MambaManager : public SingleTypeManager {
+ public:
+  using SingleTypeManager::SingleTypeManager;
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
+                         std::vector<BlockId>* out) const override;
+  void RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const override;
+  int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit, int64_t need,
+                              int64_t main, int64_t total) const override;
+  int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const override;
+  int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+                      int64_t step_end) const override;
+  bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
+};
+
+std::unique_ptr<SingleTypeManager> MakeManager(const KvGroup& spec, int group_id, BlockPool* pool,
+                                               const ManagerParams& p);
+
+}  // namespace kv
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_KV_SINGLE_TYPE_MANAGER_H_
