@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 
 #include "prefixsim/status.h"
@@ -121,6 +122,9 @@ struct BadRecordCase {
   std::string second_line;      // line 2 of the file; line 1 is valid
   std::string expected_fragment;  // must appear in the error message
 };
+
+// Short names in ctest listings instead of a byte dump.
+void PrintTo(const BadRecordCase& c, std::ostream* os) { *os << c.name; }
 
 class MooncakeBadRecordTest : public ::testing::TestWithParam<BadRecordCase> {};
 
