@@ -72,6 +72,49 @@ bool ParseInteger(std::string_view s, int64_t* out) {
   return error == std::errc() && end == s.data() + s.size();
 }
 
+// Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (Howard Hinnant's
+// days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// "YYYY-MM-DD HH:MM:SS[.fraction]" (the raw Azure LLM inference traces' TIMESTAMP), read as UTC.
+// Only differences between arrivals matter, so the time zone does not.
+bool ParseDateTimeNs(std::string_view s, int64_t* out_ns) {
+  auto number = [&s](size_t pos, size_t len, int64_t* value) {
+    if (pos + len > s.size()) return false;
+    auto [end, error] = std::from_chars(s.data() + pos, s.data() + pos + len, *value);
+    return error == std::errc() && end == s.data() + pos + len;
+  };
+  int64_t year, month, day, hour, minute, second;
+  if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') ||
+      s[13] != ':' || s[16] != ':' || !number(0, 4, &year) || !number(5, 2, &month) ||
+      !number(8, 2, &day) || !number(11, 2, &hour) || !number(14, 2, &minute) ||
+      !number(17, 2, &second) || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 ||
+      minute > 59 || second > 60) {
+    return false;
+  }
+  int64_t fraction_ns = 0;
+  size_t pos = 19;
+  if (pos < s.size() && s[pos] == '.') {
+    int64_t scale = 100'000'000;
+    for (++pos; pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos])); ++pos) {
+      fraction_ns += (s[pos] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  if (pos != s.size()) return false;
+  int64_t seconds = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+  if (seconds < 0) return false;
+  *out_ns = seconds * 1'000'000'000 + fraction_ns;
+  return true;
+}
+
 class LengthsParser : public RecordParser {
  public:
   absl::StatusOr<bool> Parse(std::string_view line, const RecordLocation& location, Request* out,
@@ -105,11 +148,16 @@ class LengthsParser : public RecordParser {
                                                 fields.size()));
     }
     double arrival_s = 0;
-    if (!ParseNumber(fields[arrival_], &arrival_s) || !std::isfinite(arrival_s) ||
-        arrival_s < 0) {
-      return FieldError(location, names_[arrival_], "must be a non-negative number");
+    if (ParseNumber(fields[arrival_], &arrival_s)) {
+      if (!std::isfinite(arrival_s) || arrival_s < 0) {
+        return FieldError(location, names_[arrival_], "must be a non-negative number");
+      }
+      info->timestamp_ns = std::llround(arrival_s * 1e9);
+    } else if (!ParseDateTimeNs(fields[arrival_], &info->timestamp_ns)) {
+      return FieldError(location, names_[arrival_],
+                        "must be a non-negative number of seconds or a date-time "
+                        "'YYYY-MM-DD HH:MM:SS[.fraction]'");
     }
-    info->timestamp_ns = std::llround(arrival_s * 1e9);
     int64_t prompt_length = 0;
     if (!ParseInteger(fields[prompt_], &prompt_length) || prompt_length < 1 ||
         prompt_length > UINT32_MAX) {

@@ -216,12 +216,34 @@ TEST(LengthsReaderTest, HeaderlessFilesUseArrivalPromptOutputOrder) {
   EXPECT_EQ(result.requests[1].arrival_ns, 1'000'000'000);
 }
 
+TEST(LengthsReaderTest, RawAzureTimestampsAreDateTimes) {
+  std::string path = WriteTemp("azure.csv",
+                               "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                               "2023-11-16 18:15:46.6805900,374,44\n"
+                               "2023-11-16 18:15:50.9951690,396,109\n"
+                               "2023-11-17 00:00:00,10,1\n");
+  auto result = ReadAll(path);
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  ASSERT_EQ(result.requests.size(), 3u);
+  EXPECT_EQ(result.requests[0].prompt_tokens, 374);
+  EXPECT_EQ(result.requests[1].output_tokens, 109);
+  EXPECT_EQ(result.requests[1].arrival_ns, 4'314'579'000);
+  // Across midnight: 18:15:46.68059 -> 24:00:00 is 20,653.31941 s.
+  EXPECT_EQ(result.requests[2].arrival_ns, 20'653'319'410'000);
+  std::string bad = WriteTemp("azure_bad.csv",
+                              "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                              "2023-11-16 18:15:46,374,44\n"
+                              "2023-13-16 18:15:46,374,44\n");
+  ExpectError(ReadAll(bad), bad, 3, "field 'TIMESTAMP': must be a non-negative number of seconds");
+}
+
 TEST(LengthsReaderTest, BadRows) {
   const std::string header = "arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,1\n";
   struct Case {
     std::string row, fragment;
   } cases[] = {
       {"soon,10,1", "field 'arrived_at': must be a non-negative number"},
+      {"2023-11-16 18:15:46x,10,1", "field 'arrived_at': must be a non-negative number"},
       {"-1,10,1", "field 'arrived_at': must be a non-negative number"},
       {"1,-10,1", "field 'num_prefill_tokens': must be a positive integer"},
       {"1,10.5,1", "field 'num_prefill_tokens': must be a positive integer"},
