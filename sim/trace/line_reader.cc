@@ -158,6 +158,8 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
       bytes_consumed_ += static_cast<int64_t>(length + (newline != nullptr ? 1 : 0));
       if (length > 0 && start[length - 1] == '\r') --length;
       *line = std::string_view(start, length);
+      // Editors on Windows may start a file with a UTF-8 byte order mark; it is not content.
+      if (line_number_ == 0 && line->starts_with("\xEF\xBB\xBF")) line->remove_prefix(3);
       begin_ = newline != nullptr ? line_end + 1 : end_;
       ++line_number_;
       return true;

@@ -40,6 +40,11 @@ TEST(LineReaderTest, SplitsLinesStripsCarriageReturnsKeepsLastLineWithoutNewline
   EXPECT_EQ(AllLines(path), (std::vector<std::string>{"one", "two", "", "three"}));
 }
 
+TEST(LineReaderTest, DropsAUtf8ByteOrderMarkOnTheFirstLineOnly) {
+  std::string path = WriteTemp("bom.txt", "\xEF\xBB\xBF{\"a\": 1}\n\xEF\xBB\xBFx\n");
+  EXPECT_EQ(AllLines(path), (std::vector<std::string>{"{\"a\": 1}", "\xEF\xBB\xBFx"}));
+}
+
 TEST(LineReaderTest, EmptyFileHasNoLines) {
   EXPECT_TRUE(AllLines(WriteTemp("empty.txt", "")).empty());
 }
