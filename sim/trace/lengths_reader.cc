@@ -3,13 +3,12 @@
 // It shapes arrivals only: every request gets its own virtual content, so nothing is shared.
 // The header names the columns (any order, extra columns ignored); a file without a header has
 // them in the order arrival, prompt, output.
-#include <cmath>
-#include <string>
-#include <vector>
-
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "sim/trace/content_ids.h"
@@ -19,13 +18,13 @@
 namespace prefixsim {
 namespace {
 
-constexpr std::string_view kArrivalNames[] = {
-    "arrived_at", "arrival_s", "arrival_time", "arrival", "timestamp", "time"};
-constexpr std::string_view kPromptNames[] = {
-    "num_prefill_tokens", "prompt_tokens", "input_length", "prompt_length", "input_tokens",
-    "contexttokens", "context_tokens"};
-constexpr std::string_view kOutputNames[] = {
-    "num_decode_tokens", "output_tokens", "output_length", "generatedtokens", "generated_tokens"};
+constexpr std::string_view kArrivalNames[] = {"arrived_at", "arrival_s", "arrival_time",
+                                              "arrival",    "timestamp", "time"};
+constexpr std::string_view kPromptNames[] = {"num_prefill_tokens", "prompt_tokens", "input_length",
+                                             "prompt_length",      "input_tokens",  "contexttokens",
+                                             "context_tokens"};
+constexpr std::string_view kOutputNames[] = {"num_decode_tokens", "output_tokens", "output_length",
+                                             "generatedtokens", "generated_tokens"};
 
 template <size_t N>
 int FindColumn(const std::vector<std::string>& header, const std::string_view (&names)[N]) {
@@ -39,7 +38,8 @@ int FindColumn(const std::vector<std::string>& header, const std::string_view (&
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -144,8 +144,8 @@ class LengthsParser : public RecordParser {
       columns_ = 3;
     }
     if (static_cast<int>(fields.size()) < columns_) {
-      return RecordError(location, absl::StrCat("expected ", columns_, " CSV columns, got ",
-                                                fields.size()));
+      return RecordError(location,
+                         absl::StrCat("expected ", columns_, " CSV columns, got ", fields.size()));
     }
     double arrival_s = 0;
     if (ParseNumber(fields[arrival_], &arrival_s)) {
@@ -167,9 +167,9 @@ class LengthsParser : public RecordParser {
       return FieldError(location, names_[output_], "must be a non-negative integer");
     }
     // Unique per record (the record's index in the file, so filtering does not change it).
-    out->prompt.push_back({ContentIdFor(ContentTag::kLengths,
-                                        static_cast<uint64_t>(location.record_index)),
-                           0, static_cast<uint32_t>(prompt_length)});
+    out->prompt.push_back(
+        {ContentIdFor(ContentTag::kLengths, static_cast<uint64_t>(location.record_index)), 0,
+         static_cast<uint32_t>(prompt_length)});
     out->prompt_tokens = prompt_length;
     info->sampling_key = static_cast<uint64_t>(location.record_index);
     return true;

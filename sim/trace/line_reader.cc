@@ -72,7 +72,9 @@ class GzipSource : public ByteSource {
 class ZstdSource : public ByteSource {
  public:
   ZstdSource(std::string path, std::FILE* file)
-      : path_(std::move(path)), file_(file), dctx_(ZSTD_createDCtx()),
+      : path_(std::move(path)),
+        file_(file),
+        dctx_(ZSTD_createDCtx()),
         input_buffer_(ZSTD_DStreamInSize()) {}
   ~ZstdSource() override {
     ZSTD_freeDCtx(dctx_);

@@ -40,7 +40,7 @@ TEST(BailianReaderTest, SixteenTokenBlocksAndSessionsFollowParentChats) {
   ASSERT_TRUE(result.status.ok()) << result.status;
   EXPECT_EQ(result.format, "bailian");
   ASSERT_EQ(result.requests.size(), 4u);
-  EXPECT_EQ(result.requests[0].prompt[2].length, 8u);  // 40 = 16 + 16 + 8
+  EXPECT_EQ(result.requests[0].prompt[2].length, 8u);       // 40 = 16 + 16 + 8
   EXPECT_EQ(result.requests[2].arrival_ns, 1'750'000'000);  // 12.25 s - 10.5 s
   EXPECT_EQ(result.requests[0].session_id, "100");
   EXPECT_EQ(result.requests[1].session_id, "200");
@@ -48,11 +48,13 @@ TEST(BailianReaderTest, SixteenTokenBlocksAndSessionsFollowParentChats) {
   EXPECT_EQ(result.requests[3].session_id, "100");  // root of 102 -> 101 -> 100
   // Blocks 1, 2, 4 in full, then block 5: 12 tokens in request 2 (60 = 3 * 16 + 12), a prefix of
   // the full block 5 of request 3.
-  EXPECT_EQ(testing::CommonPrefix(ExpandPrompt(result.requests[2]), ExpandPrompt(result.requests[3])),
-            60u);
+  EXPECT_EQ(
+      testing::CommonPrefix(ExpandPrompt(result.requests[2]), ExpandPrompt(result.requests[3])),
+      60u);
   // Bailian and mooncake ids live in different content namespaces.
-  std::string mooncake = WriteTemp("m.jsonl", "{\"timestamp\": 0, \"input_length\": 16, "
-                                              "\"output_length\": 1, \"hash_ids\": [1]}\n");
+  std::string mooncake = WriteTemp("m.jsonl",
+                                   "{\"timestamp\": 0, \"input_length\": 16, "
+                                   "\"output_length\": 1, \"hash_ids\": [1]}\n");
   TraceOptions options;
   options.trace_block_tokens = 16;
   auto other = ReadAll(mooncake, options);
@@ -64,21 +66,25 @@ TEST(BailianReaderTest, BadRecords) {
   const std::string good =
       "{\"chat_id\": 1, \"parent_chat_id\": -1, \"timestamp\": 1, \"input_length\": 16, "
       "\"output_length\": 1, \"turn\": 1, \"hash_ids\": [1]}\n";
-  std::string path = WriteTemp("b1.jsonl", good + "{\"parent_chat_id\": -1, \"timestamp\": 1, "
-                                                  "\"input_length\": 16, \"output_length\": 1, "
-                                                  "\"turn\": 1, \"hash_ids\": [1]}\n");
+  std::string path = WriteTemp("b1.jsonl", good +
+                                               "{\"parent_chat_id\": -1, \"timestamp\": 1, "
+                                               "\"input_length\": 16, \"output_length\": 1, "
+                                               "\"turn\": 1, \"hash_ids\": [1]}\n");
   ExpectError(ReadAll(path, {.format = "bailian"}), path, 2, "field 'chat_id': missing");
-  path = WriteTemp("b2.jsonl", good + "{\"chat_id\": 2, \"parent_chat_id\": -7, \"timestamp\": 1, "
-                                      "\"input_length\": 16, \"output_length\": 1, \"turn\": 1, "
-                                      "\"hash_ids\": [1]}\n");
+  path = WriteTemp("b2.jsonl", good +
+                                   "{\"chat_id\": 2, \"parent_chat_id\": -7, \"timestamp\": 1, "
+                                   "\"input_length\": 16, \"output_length\": 1, \"turn\": 1, "
+                                   "\"hash_ids\": [1]}\n");
   ExpectError(ReadAll(path), path, 2, "field 'parent_chat_id': must be an integer >= -1");
-  path = WriteTemp("b3.jsonl", good + "{\"chat_id\": 2, \"parent_chat_id\": 1, \"timestamp\": 1, "
-                                      "\"input_length\": 33, \"output_length\": 1, \"turn\": 2, "
-                                      "\"hash_ids\": [1, 2]}\n");
+  path = WriteTemp("b3.jsonl", good +
+                                   "{\"chat_id\": 2, \"parent_chat_id\": 1, \"timestamp\": 1, "
+                                   "\"input_length\": 33, \"output_length\": 1, \"turn\": 2, "
+                                   "\"hash_ids\": [1, 2]}\n");
   ExpectError(ReadAll(path), path, 2, "field 'hash_ids': 2 block ids do not cover input_length 33");
-  path = WriteTemp("b4.jsonl", good + "{\"chat_id\": 2, \"parent_chat_id\": 1, \"timestamp\": null, "
-                                      "\"input_length\": 16, \"output_length\": 1, \"turn\": 2, "
-                                      "\"hash_ids\": [1]}\n");
+  path = WriteTemp("b4.jsonl", good +
+                                   "{\"chat_id\": 2, \"parent_chat_id\": 1, \"timestamp\": null, "
+                                   "\"input_length\": 16, \"output_length\": 1, \"turn\": 2, "
+                                   "\"hash_ids\": [1]}\n");
   ExpectError(ReadAll(path), path, 2, "field 'timestamp': missing");
 }
 
@@ -151,12 +157,11 @@ TEST(TokensReaderTest, BadRecords) {
 // ---- llmservingsim ----
 
 TEST(LlmServingSimReaderTest, ReadsTokenIdsAndNanosecondArrivals) {
-  std::string path = WriteTemp(
-      "l.jsonl",
-      "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 1000, "
-      "\"input_tok_ids\": [1, 2, 3], \"output_tok_ids\": [4, 5]}\n"
-      "{\"input_toks\": 2, \"output_toks\": 1, \"arrival_time_ns\": 2500, "
-      "\"input_tok_ids\": [1, 2], \"output_tok_ids\": [9]}\n");
+  std::string path = WriteTemp("l.jsonl",
+                               "{\"input_toks\": 3, \"output_toks\": 2, \"arrival_time_ns\": 1000, "
+                               "\"input_tok_ids\": [1, 2, 3], \"output_tok_ids\": [4, 5]}\n"
+                               "{\"input_toks\": 2, \"output_toks\": 1, \"arrival_time_ns\": 2500, "
+                               "\"input_tok_ids\": [1, 2], \"output_tok_ids\": [9]}\n");
   auto result = ReadAll(path);
   ASSERT_TRUE(result.status.ok()) << result.status;
   EXPECT_EQ(result.format, "llmservingsim");
@@ -169,17 +174,21 @@ TEST(LlmServingSimReaderTest, ReadsTokenIdsAndNanosecondArrivals) {
 }
 
 TEST(LlmServingSimReaderTest, LengthsMustMatchTheIds) {
-  const std::string good = "{\"input_toks\": 1, \"output_toks\": 1, \"arrival_time_ns\": 0, "
-                           "\"input_tok_ids\": [1], \"output_tok_ids\": [2]}\n";
-  std::string path = WriteTemp("l1.jsonl", good + "{\"input_toks\": 3, \"output_toks\": 1, "
-                                                  "\"arrival_time_ns\": 5, \"input_tok_ids\": [1, 2], "
-                                                  "\"output_tok_ids\": [2]}\n");
+  const std::string good =
+      "{\"input_toks\": 1, \"output_toks\": 1, \"arrival_time_ns\": 0, "
+      "\"input_tok_ids\": [1], \"output_tok_ids\": [2]}\n";
+  std::string path = WriteTemp("l1.jsonl", good +
+                                               "{\"input_toks\": 3, \"output_toks\": 1, "
+                                               "\"arrival_time_ns\": 5, \"input_tok_ids\": [1, 2], "
+                                               "\"output_tok_ids\": [2]}\n");
   ExpectError(ReadAll(path), path, 2, "field 'input_tok_ids': has 2 tokens but input_toks is 3");
-  path = WriteTemp("l2.jsonl", good + "{\"input_toks\": 1, \"output_toks\": 1, "
-                                      "\"arrival_time_ns\": 5.5e400, \"input_tok_ids\": [1]}\n");
+  path = WriteTemp("l2.jsonl", good +
+                                   "{\"input_toks\": 1, \"output_toks\": 1, "
+                                   "\"arrival_time_ns\": 5.5e400, \"input_tok_ids\": [1]}\n");
   ExpectError(ReadAll(path), path, 2, "malformed JSON");
-  path = WriteTemp("l3.jsonl", good + "{\"input_toks\": 1, \"output_toks\": -1, "
-                                      "\"arrival_time_ns\": 5, \"input_tok_ids\": [1]}\n");
+  path = WriteTemp("l3.jsonl", good +
+                                   "{\"input_toks\": 1, \"output_toks\": -1, "
+                                   "\"arrival_time_ns\": 5, \"input_tok_ids\": [1]}\n");
   ExpectError(ReadAll(path), path, 2, "field 'output_toks': must be a non-negative integer");
 }
 

@@ -1,5 +1,3 @@
-#include "sim/trace/gen/workload_generator.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "sim/trace/gen/workload_generator.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace prefixsim {
@@ -90,7 +89,7 @@ TEST(GenTraceTest, AgenticSessionsShareLongPrefixesAndHaveManyShortTurns) {
     output += static_cast<double>(r.output_tokens);
     EXPECT_GE(r.prompt[0].length, 9000u);  // the shared system + tools prefix
   }
-  EXPECT_LT(output / requests.size(), 200);           // tool calls are short
+  EXPECT_LT(output / requests.size(), 200);                           // tool calls are short
   EXPECT_GT(static_cast<double>(requests.size()) / turns.size(), 5);  // many turns per session
 }
 
@@ -128,14 +127,16 @@ TEST(GenTraceTest, PoissonAndBurstyArrivalsAtTheRequestedRate) {
   EXPECT_GT(InterArrivalCv(bursty), 1.4);
   EXPECT_NEAR(4000 / (poisson.back().arrival_ns * 1e-9), 5.0, 0.5);
   EXPECT_NEAR(4000 / (bursty.back().arrival_ns * 1e-9), 5.0, 1.5);
-  for (size_t i = 1; i < bursty.size(); ++i) EXPECT_GE(bursty[i].arrival_ns, bursty[i - 1].arrival_ns);
+  for (size_t i = 1; i < bursty.size(); ++i)
+    EXPECT_GE(bursty[i].arrival_ns, bursty[i - 1].arrival_ns);
 }
 
 TEST(GenTraceTest, BadOptions) {
   EXPECT_EQ(GenerateWorkload({.kind = "nope"}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(GenerateWorkload({.kind = "chat", .arrival = "uniform"}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GenerateWorkload({.kind = "chat", .requests = 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GenerateWorkload({.kind = "chat", .requests = 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(GenerateWorkload({.kind = "chat", .rate_per_s = -1}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -16,11 +16,12 @@ using ::prefixsim::testing::SharedFullBlocks;
 using ::prefixsim::testing::WriteTemp;
 
 TEST(MooncakeReaderTest, ExpandsHashIdsToBlocksWithARemainderLastBlock) {
-  std::string path = WriteTemp("m.jsonl",
-                               "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 7, "
-                               "\"hash_ids\": [4, 9, 2]}\n"
-                               "{\"timestamp\": 1500, \"input_length\": 1024, \"output_length\": 0, "
-                               "\"hash_ids\": [4, 9]}\n");
+  std::string path =
+      WriteTemp("m.jsonl",
+                "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 7, "
+                "\"hash_ids\": [4, 9, 2]}\n"
+                "{\"timestamp\": 1500, \"input_length\": 1024, \"output_length\": 0, "
+                "\"hash_ids\": [4, 9]}\n");
   auto result = ReadAll(path);
   ASSERT_TRUE(result.status.ok()) << result.status;
   EXPECT_EQ(result.format, "mooncake");
@@ -71,14 +72,16 @@ TEST(MooncakeReaderTest, TraceBlockTokensChangesTheBlockSize) {
 TEST(MooncakeReaderTest, HashIdsBehaveLikeTokenTracesWithTheSameSharing) {
   constexpr int kBlock = 4;
   const std::vector<std::pair<int, std::vector<int>>> records = {
-      {10, {1, 2, 3}}, {7, {1, 2}}, {13, {1, 2, 3, 4}}, {11, {1, 2, 5}}, {5, {1, 6}},
-      {14, {1, 2, 3, 4}}, {3, {7}}, {9, {1, 2, 3}}};
+      {10, {1, 2, 3}}, {7, {1, 2}},        {13, {1, 2, 3, 4}}, {11, {1, 2, 5}},
+      {5, {1, 6}},     {14, {1, 2, 3, 4}}, {3, {7}},           {9, {1, 2, 3}}};
   std::string mooncake, tokens;
   for (size_t r = 0; r < records.size(); ++r) {
     const auto& [length, ids] = records[r];
-    mooncake += "{\"timestamp\": " + std::to_string(r) + ", \"input_length\": " +
-                std::to_string(length) + ", \"output_length\": 1, \"hash_ids\": [";
-    tokens += "{\"arrival_s\": " + std::to_string(r) + ", \"output_length\": 1, "
+    mooncake += "{\"timestamp\": " + std::to_string(r) +
+                ", \"input_length\": " + std::to_string(length) +
+                ", \"output_length\": 1, \"hash_ids\": [";
+    tokens += "{\"arrival_s\": " + std::to_string(r) +
+              ", \"output_length\": 1, "
               "\"prompt_token_ids\": [";
     for (size_t b = 0; b < ids.size(); ++b) {
       mooncake += (b ? ", " : "") + std::to_string(ids[b]);
@@ -102,8 +105,10 @@ TEST(MooncakeReaderTest, HashIdsBehaveLikeTokenTracesWithTheSameSharing) {
     EXPECT_EQ(from_hashes.requests[a].prompt_tokens, from_tokens.requests[a].prompt_tokens);
     for (size_t b = 0; b < records.size(); ++b) {
       for (size_t block_size : {1, 2, 3, 4, 5, 8}) {
-        size_t hashed = SharedFullBlocks(from_hashes.requests[a], from_hashes.requests[b], block_size);
-        size_t exact = SharedFullBlocks(from_tokens.requests[a], from_tokens.requests[b], block_size);
+        size_t hashed =
+            SharedFullBlocks(from_hashes.requests[a], from_hashes.requests[b], block_size);
+        size_t exact =
+            SharedFullBlocks(from_tokens.requests[a], from_tokens.requests[b], block_size);
         EXPECT_EQ(hashed, exact) << "requests " << a << ", " << b << " block " << block_size;
         compared_nonzero += hashed > 0;
       }
@@ -119,7 +124,7 @@ TEST(MooncakeReaderTest, HashIdsBehaveLikeTokenTracesWithTheSameSharing) {
 
 struct BadRecordCase {
   std::string name;
-  std::string second_line;      // line 2 of the file; line 1 is valid
+  std::string second_line;        // line 2 of the file; line 1 is valid
   std::string expected_fragment;  // must appear in the error message
 };
 
@@ -130,10 +135,10 @@ class MooncakeBadRecordTest : public ::testing::TestWithParam<BadRecordCase> {};
 
 TEST_P(MooncakeBadRecordTest, NamesFileLineAndField) {
   const BadRecordCase& c = GetParam();
-  std::string path =
-      WriteTemp("bad.jsonl",
-                "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0]}\n" +
-                    c.second_line + "\n");
+  std::string path = WriteTemp(
+      "bad.jsonl",
+      "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0]}\n" +
+          c.second_line + "\n");
   auto result = ReadAll(path);
   EXPECT_EQ(result.status.code(), absl::StatusCode::kInvalidArgument) << result.status;
   EXPECT_EQ(ExitCodeFor(result.status), 2);
@@ -146,40 +151,51 @@ TEST_P(MooncakeBadRecordTest, NamesFileLineAndField) {
 INSTANTIATE_TEST_SUITE_P(
     Errors, MooncakeBadRecordTest,
     ::testing::Values(
-        BadRecordCase{"MalformedJson", "{\"timestamp\": 1, \"input_length\": 10,", "malformed JSON"},
+        BadRecordCase{"MalformedJson", "{\"timestamp\": 1, \"input_length\": 10,",
+                      "malformed JSON"},
         BadRecordCase{"NotAnObject", "[1, 2, 3]", "expected a JSON object"},
         BadRecordCase{"MissingInputLength",
                       "{\"timestamp\": 1, \"output_length\": 1, \"hash_ids\": [0]}",
                       "field 'input_length': missing"},
-        BadRecordCase{"MissingHashIds", "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1}",
+        BadRecordCase{"MissingHashIds",
+                      "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1}",
                       "field 'hash_ids': missing"},
-        BadRecordCase{"NegativeOutputLength",
-                      "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": -3, \"hash_ids\": [0]}",
-                      "field 'output_length': must be a non-negative integer"},
-        BadRecordCase{"ZeroInputLength",
-                      "{\"timestamp\": 1, \"input_length\": 0, \"output_length\": 3, \"hash_ids\": []}",
-                      "field 'input_length': must be a positive integer"},
-        BadRecordCase{"FractionalInputLength",
-                      "{\"timestamp\": 1, \"input_length\": 10.5, \"output_length\": 3, \"hash_ids\": [0]}",
-                      "field 'input_length'"},
+        BadRecordCase{
+            "NegativeOutputLength",
+            "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": -3, \"hash_ids\": [0]}",
+            "field 'output_length': must be a non-negative integer"},
+        BadRecordCase{
+            "ZeroInputLength",
+            "{\"timestamp\": 1, \"input_length\": 0, \"output_length\": 3, \"hash_ids\": []}",
+            "field 'input_length': must be a positive integer"},
+        BadRecordCase{
+            "FractionalInputLength",
+            "{\"timestamp\": 1, \"input_length\": 10.5, \"output_length\": 3, \"hash_ids\": [0]}",
+            "field 'input_length'"},
         BadRecordCase{"StringTimestamp",
-                      "{\"timestamp\": \"soon\", \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0]}",
+                      "{\"timestamp\": \"soon\", \"input_length\": 10, \"output_length\": 1, "
+                      "\"hash_ids\": [0]}",
                       "field 'timestamp': must be a non-negative number"},
-        BadRecordCase{"NegativeTimestamp",
-                      "{\"timestamp\": -5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0]}",
-                      "field 'timestamp': must be a non-negative number"},
+        BadRecordCase{
+            "NegativeTimestamp",
+            "{\"timestamp\": -5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0]}",
+            "field 'timestamp': must be a non-negative number"},
         BadRecordCase{"TooFewHashIds",
-                      "{\"timestamp\": 1, \"input_length\": 1025, \"output_length\": 1, \"hash_ids\": [0, 1]}",
+                      "{\"timestamp\": 1, \"input_length\": 1025, \"output_length\": 1, "
+                      "\"hash_ids\": [0, 1]}",
                       "field 'hash_ids': 2 block ids do not cover input_length 1025"},
-        BadRecordCase{"TooManyHashIds",
-                      "{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 1, \"hash_ids\": [0, 1]}",
-                      "field 'hash_ids': 2 block ids do not cover input_length 100"},
-        BadRecordCase{"NegativeHashId",
-                      "{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 1, \"hash_ids\": [-1]}",
-                      "field 'hash_ids': block ids must be non-negative integers"},
-        BadRecordCase{"HashIdsNotArray",
-                      "{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 1, \"hash_ids\": 5}",
-                      "field 'hash_ids': must be an array"}),
+        BadRecordCase{
+            "TooManyHashIds",
+            "{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 1, \"hash_ids\": [0, 1]}",
+            "field 'hash_ids': 2 block ids do not cover input_length 100"},
+        BadRecordCase{
+            "NegativeHashId",
+            "{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 1, \"hash_ids\": [-1]}",
+            "field 'hash_ids': block ids must be non-negative integers"},
+        BadRecordCase{
+            "HashIdsNotArray",
+            "{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 1, \"hash_ids\": 5}",
+            "field 'hash_ids': must be an array"}),
     [](const ::testing::TestParamInfo<BadRecordCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -111,7 +111,8 @@ TEST_F(RealTracesTest, CompressedCopiesReadTheSame) {
     ASSERT_TRUE(gz.status.ok()) << gz.status;
     ASSERT_EQ(gz.requests.size(), plain.requests.size());
     EXPECT_EQ(gz.stats.bytes, static_cast<int64_t>(content.size()));
-    EXPECT_EQ(testing::ExpandPrompt(gz.requests.back()), testing::ExpandPrompt(plain.requests.back()));
+    EXPECT_EQ(testing::ExpandPrompt(gz.requests.back()),
+              testing::ExpandPrompt(plain.requests.back()));
     EXPECT_EQ(gz.requests.back().arrival_ns, plain.requests.back().arrival_ns);
     if (name.starts_with("mooncake_conv")) {
       auto zst = ReadAll(testing::WriteZstd(name + ".zst", content));

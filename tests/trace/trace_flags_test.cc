@@ -13,10 +13,10 @@ TEST(TraceFlagsTest, FlagsFillTraceOptions) {
   CLI::App app;
   TraceOptions options;
   AddTraceOptionFlags(&app, &options);
-  std::vector<std::string> args = {"--trace-format",  "bailian", "--trace-block-tokens", "32",
-                                   "--max-requests",  "100",     "--trace-start-s",      "60",
-                                   "--trace-end-s",   "120.5",   "--time-scale",         "0.25",
-                                   "--session-sample", "0.1",    "--strict-arrival-order"};
+  std::vector<std::string> args = {"--trace-format",   "bailian", "--trace-block-tokens",  "32",
+                                   "--max-requests",   "100",     "--trace-start-s",       "60",
+                                   "--trace-end-s",    "120.5",   "--time-scale",          "0.25",
+                                   "--session-sample", "0.1",     "--strict-arrival-order"};
   std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
   app.parse(args);
   EXPECT_EQ(options.format, "bailian");

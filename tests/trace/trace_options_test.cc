@@ -58,7 +58,8 @@ TEST(TraceOptionsTest, TimeWindowIsRelativeToTheFirstRecordAndArrivalsToTheFirst
 }
 
 TEST(TraceOptionsTest, TimeScaleStretchesArrivals) {
-  std::string path = WriteTemp("t.jsonl", MooncakeLine(0) + MooncakeLine(1000) + MooncakeLine(3000));
+  std::string path =
+      WriteTemp("t.jsonl", MooncakeLine(0) + MooncakeLine(1000) + MooncakeLine(3000));
   auto faster = ReadAll(path, {.format = "", .time_scale = 0.5});
   ASSERT_TRUE(faster.status.ok());
   EXPECT_EQ(faster.requests[1].arrival_ns, 500'000'000);
@@ -104,21 +105,25 @@ TEST(TraceOptionsTest, BackwardsArrivalsAreClampedAndCounted) {
 }
 
 TEST(TraceOptionsTest, StrictArrivalOrderRejectsTheLine) {
-  std::string path = WriteTemp("b.jsonl", MooncakeLine(0) + MooncakeLine(5000) + MooncakeLine(4000));
+  std::string path =
+      WriteTemp("b.jsonl", MooncakeLine(0) + MooncakeLine(5000) + MooncakeLine(4000));
   auto result = ReadAll(path, {.format = "", .reject_backwards_arrivals = true});
   EXPECT_EQ(result.status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(result.status.message().find(path + ":3: field 'timestamp': arrival time goes backwards"),
-            std::string::npos)
+  EXPECT_NE(
+      result.status.message().find(path + ":3: field 'timestamp': arrival time goes backwards"),
+      std::string::npos)
       << result.status;
 }
 
 TEST(TraceOptionsTest, InvalidOptionsAreRejected) {
   std::string path = WriteTemp("o.jsonl", MooncakeLine(0));
-  for (const TraceOptions& options :
-       {TraceOptions{.format = "", .time_scale = 0}, TraceOptions{.format = "", .session_sample_fraction = 0},
-        TraceOptions{.format = "", .session_sample_fraction = 1.5}, TraceOptions{.format = "", .max_requests = -1},
-        TraceOptions{.format = "", .start_s = 5, .end_s = 2}, TraceOptions{.format = "", .trace_block_tokens = -16},
-        TraceOptions{.format = "nonsense"}}) {
+  for (const TraceOptions& options : {TraceOptions{.format = "", .time_scale = 0},
+                                      TraceOptions{.format = "", .session_sample_fraction = 0},
+                                      TraceOptions{.format = "", .session_sample_fraction = 1.5},
+                                      TraceOptions{.format = "", .max_requests = -1},
+                                      TraceOptions{.format = "", .start_s = 5, .end_s = 2},
+                                      TraceOptions{.format = "", .trace_block_tokens = -16},
+                                      TraceOptions{.format = "nonsense"}}) {
     auto reader = OpenTrace(path, options);
     EXPECT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument);
   }
@@ -158,9 +163,11 @@ const std::map<std::string, std::string>& SamplePerFormat() {
        "\"output_length\": 2, \"turn\": 2, \"hash_ids\": [3, 4, 5]}\n"},
       {"tokens", SessionTrace(2, 2)},
       {"llmservingsim",
-       "{\"input_toks\": 2, \"output_toks\": 1, \"arrival_time_ns\": 10, \"input_tok_ids\": [1, 2], "
+       "{\"input_toks\": 2, \"output_toks\": 1, \"arrival_time_ns\": 10, \"input_tok_ids\": [1, "
+       "2], "
        "\"output_tok_ids\": [3]}\n"
-       "{\"input_toks\": 3, \"output_toks\": 1, \"arrival_time_ns\": 20, \"input_tok_ids\": [1, 2, 3], "
+       "{\"input_toks\": 3, \"output_toks\": 1, \"arrival_time_ns\": 20, \"input_tok_ids\": [1, 2, "
+       "3], "
        "\"output_tok_ids\": [4]}\n"},
       {"lengths", "arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,1\n1.5,20,2\n"},
   };
@@ -205,13 +212,14 @@ TEST(TraceReaderContractTest, EveryRegisteredFormatKeepsTheRequestContract) {
     }
     EXPECT_EQ(plain.requests[0].arrival_ns, 0);
     // Compressed copies read identically.
-    for (const auto& compressed : {WriteGzip("c.trace.gz", sample->second),
-                                   WriteZstd("c.trace.zst", sample->second)}) {
+    for (const auto& compressed :
+         {WriteGzip("c.trace.gz", sample->second), WriteZstd("c.trace.zst", sample->second)}) {
       auto other = ReadAll(compressed);
       ASSERT_TRUE(other.status.ok()) << other.status;
       ASSERT_EQ(other.requests.size(), plain.requests.size());
       for (size_t i = 0; i < plain.requests.size(); ++i) {
-        EXPECT_EQ(testing::ExpandPrompt(other.requests[i]), testing::ExpandPrompt(plain.requests[i]));
+        EXPECT_EQ(testing::ExpandPrompt(other.requests[i]),
+                  testing::ExpandPrompt(plain.requests[i]));
         EXPECT_EQ(other.requests[i].arrival_ns, plain.requests[i].arrival_ns);
       }
     }

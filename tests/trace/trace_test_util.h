@@ -3,6 +3,7 @@
 #ifndef PREFIXSIM_TESTS_TRACE_TRACE_TEST_UTIL_H_
 #define PREFIXSIM_TESTS_TRACE_TRACE_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -15,8 +16,6 @@
 #include <utility>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "prefixsim/request.h"
 #include "prefixsim/trace.h"
 
@@ -25,9 +24,9 @@ namespace prefixsim::testing {
 // A fresh temp path per call (tests may run in parallel under ctest).
 inline std::string TempPath(const std::string& name) {
   static std::atomic<int> counter{0};
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                              ("prefixsim_trace_" + std::to_string(::getpid()) + "_" +
-                               std::to_string(counter++));
+  std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) /
+      ("prefixsim_trace_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }

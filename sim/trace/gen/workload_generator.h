@@ -16,10 +16,10 @@
 namespace prefixsim {
 
 struct WorkloadOptions {
-  std::string kind = "chat";       // chat | agentic | shared_doc
+  std::string kind = "chat";  // chat | agentic | shared_doc
   uint64_t seed = 1;
   int64_t requests = 300;
-  double rate_per_s = 1.0;         // mean request rate (sessions start at rate / turns per session)
+  double rate_per_s = 1.0;  // mean request rate (sessions start at rate / turns per session)
   std::string arrival = "poisson";  // poisson | bursty
   int64_t max_prompt_tokens = 65536;
 };
