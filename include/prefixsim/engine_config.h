@@ -80,6 +80,9 @@ struct EngineConfig {
   int64_t long_prefill_token_threshold = 0;
   std::optional<int> prefix_match_unit;
   MambaCacheMode mamba_cache_mode = MambaCacheMode::kAlign;
+  // KV cache dtype for models that do not give one per layer (HuggingFace configs); native model
+  // JSON carries its dtype per layer. Unset: the checkpoint's (bf16 for most).
+  std::optional<KvDtype> kv_cache_dtype;
   int tensor_parallel_size = 1;
   int decode_context_parallel_size = 1;
   // Shared padded page for skip-quant layers (reference §5); unset in the common case.

@@ -28,8 +28,8 @@ struct KvCacheCounters {
   int64_t evicted_blocks = 0;     // cached blocks whose hash was dropped to reuse them
   int64_t cached_blocks = 0;      // blocks published to the prefix index
   int64_t allocated_blocks = 0;   // blocks handed out by the pool
-  // 64-bit hash-key collisions detected by the 128-bit content check (each one cost at most a
-  // hit; none can produce a wrong hit). Expected to stay 0.
+  // 64-bit hash-key collisions caught by the second, independent check value (verified on every
+  // lookup and insert): each one cost at most a hit, none produced a wrong hit. Expected 0.
   int64_t hash_collisions = 0;
 };
 

@@ -26,26 +26,26 @@
 namespace prefixsim {
 
 struct TraceOptions {
-  std::string format;                // "" = auto-detect from the first record
-  int64_t trace_block_tokens = 0;    // 0 = the format's default (mooncake 512, bailian 16)
-  int64_t max_requests = 0;          // 0 = all
-  double start_s = 0;                // time window, seconds since the first record: [start_s, end_s)
-  double end_s = 0;                  // 0 = no end
-  double time_scale = 1.0;           // arrival times are multiplied by this (0.5 = twice as fast)
+  std::string format;              // "" = auto-detect from the first record
+  int64_t trace_block_tokens = 0;  // 0 = the format's default (mooncake 512, bailian 16)
+  int64_t max_requests = 0;        // 0 = all
+  double start_s = 0;              // time window, seconds since the first record: [start_s, end_s)
+  double end_s = 0;                // 0 = no end
+  double time_scale = 1.0;         // arrival times are multiplied by this (0.5 = twice as fast)
   double session_sample_fraction = 1.0;  // keep this fraction of sessions (hash of session id)
-  uint64_t seed = 0;                 // for sampling
+  uint64_t seed = 0;                     // for sampling
   // Backwards arrival times: false = clamp and count, true = InvalidArgument naming the line.
   bool reject_backwards_arrivals = false;
 };
 
 // What a reader did so far; useful for warnings ("clamped 3 arrivals") and for benchmarks.
 struct TraceReadStats {
-  int64_t records = 0;               // records parsed (headers and blank lines excluded)
-  int64_t requests = 0;              // requests emitted
-  int64_t skipped_by_window = 0;     // records before start_s
-  int64_t skipped_by_sampling = 0;   // records of sessions not sampled
-  int64_t arrivals_clamped = 0;      // records whose arrival went backwards and was clamped
-  int64_t bytes = 0;                 // uncompressed bytes consumed
+  int64_t records = 0;              // records parsed (headers and blank lines excluded)
+  int64_t requests = 0;             // requests emitted
+  int64_t skipped_by_window = 0;    // records before start_s
+  int64_t skipped_by_sampling = 0;  // records of sessions not sampled
+  int64_t arrivals_clamped = 0;     // records whose arrival went backwards and was clamped
+  int64_t bytes = 0;                // uncompressed bytes consumed
 };
 
 class TraceReader {

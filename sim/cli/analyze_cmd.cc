@@ -1,17 +1,100 @@
-// Placeholder until the subcommand is implemented; it says so and fails.
+// `prefixsim analyze --trace T`: what a trace could give at best, independent of the engine
+// (DESIGN §4.1): the prefix-sharing forest, the upper-bound hit rate per hit alignment, and the
+// hit rate per cache capacity under LRU and the offline optimum.
+#include <exception>
+#include <fstream>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
 
-#include "sim/cli/commands.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "prefixsim/analyze.h"
 #include "prefixsim/status.h"
+#include "prefixsim/trace.h"
+#include "sim/cli/commands.h"
+#include "sim/cli/trace_flags.h"
 
 namespace prefixsim::cli {
+namespace {
+
+// CLI11's PositiveNumber prints a range up to DBL_MAX; this says it plainly.
+const CLI::Validator kPositive(
+    [](std::string& value) -> std::string {
+      try {
+        if (std::stoll(value) > 0) return "";
+      } catch (const std::exception&) {
+      }
+      return "must be a positive integer, got '" + value + "'";
+    },
+    "POSITIVE");
+
+struct AnalyzeFlags {
+  std::string trace;
+  TraceOptions trace_options;
+  int64_t block_tokens = 0;
+  std::vector<int64_t> alignments;
+  std::vector<int64_t> capacities;
+  bool no_capacity_curve = false;
+  std::string json_out;
+};
+
+absl::Status RunAnalyze(const AnalyzeFlags& flags) {
+  AnalyzeOptions options;
+  options.block_tokens = flags.block_tokens;
+  options.alignments.insert(options.alignments.end(), flags.alignments.begin(),
+                            flags.alignments.end());
+  options.capacities = flags.capacities;
+  options.capacity_curve = !flags.no_capacity_curve;
+  PREFIXSIM_ASSIGN_OR_RETURN(AnalyzeResult result,
+                             AnalyzeTraceFile(flags.trace, flags.trace_options, options));
+  std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
+  if (!flags.json_out.empty()) {
+    std::ofstream file(flags.json_out, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      return absl::InvalidArgumentError(absl::StrCat(flags.json_out, ": cannot open for writing"));
+    }
+    file << AnalyzeResultToJson(result).dump(2) << "\n";
+    file.close();
+    if (!file) return absl::InternalError(absl::StrCat(flags.json_out, ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 void AddAnalyzeCommand(CLI::App& app, CommandContext& ctx) {
-  auto* cmd = app.add_subcommand("analyze", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([&ctx] {
-    std::cerr << "prefixsim analyze: not implemented yet\n";
-    ctx.exit_code = kExitRuntimeFailure;
+  auto flags = std::make_shared<AnalyzeFlags>();
+  auto* cmd = app.add_subcommand(
+      "analyze",
+      "Trace statistics independent of an engine: prefix-sharing forest, upper-bound hit rate "
+      "per hit alignment, hit rate vs cache capacity (LRU and offline optimum)");
+  cmd->add_option("--trace", flags->trace, "Trace file (plain, .gz or .zst)")->required();
+  AddTraceOptionFlags(cmd, &flags->trace_options);
+  cmd->add_option("--seed", flags->trace_options.seed, "Seed for --session-sample")
+      ->capture_default_str();
+  cmd->add_option("--block-tokens", flags->block_tokens,
+                  "Tokens per analysis block (default: the trace's native block, one hash id: "
+                  "mooncake 512 or --trace-block-tokens, bailian 16; 16 for token-level traces)")
+      ->check(kPositive);
+  cmd->add_option("--alignments", flags->alignments,
+                  "Extra hit alignments in tokens, comma separated (e.g. 1536,1728,13824), added "
+                  "to the powers of two 16..16384")
+      ->delimiter(',')
+      ->check(kPositive);
+  cmd->add_option("--capacities", flags->capacities,
+                  "Cache capacities in blocks, comma separated (default: powers of two up to the "
+                  "number of unique full blocks, and that number)")
+      ->delimiter(',')
+      ->check(kPositive);
+  cmd->add_flag("--no-capacity-curve", flags->no_capacity_curve,
+                "Skip the capacity curve (saves 4 bytes per prompt block of memory)");
+  cmd->add_option("--json", flags->json_out, "Write the JSON report to this file");
+  cmd->callback([flags, &ctx] {
+    absl::Status status = RunAnalyze(*flags);
+    if (!status.ok()) std::cerr << "prefixsim analyze: " << status.message() << "\n";
+    ctx.exit_code = ExitCodeFor(status);
   });
 }
 

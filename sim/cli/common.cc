@@ -34,6 +34,8 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   g->add_option("--num-speculative-tokens", o.num_speculative_tokens,
                 "draft tokens per step (0 turns speculative decoding off)")
       ->check(CLI::NonNegativeNumber);
+  g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                "KV dtype for HuggingFace configs: auto, bf16, fp16, fp8, fp32");
   g->add_option("--speculative-method", o.speculative_method, "eagle, eagle3, mtp, dspark, ...");
   g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
   g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
@@ -56,6 +58,18 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   if (o.prefix_match_unit) engine.prefix_match_unit = static_cast<int>(*o.prefix_match_unit);
   if (o.tensor_parallel_size) engine.tensor_parallel_size = static_cast<int>(*o.tensor_parallel_size);
   if (o.speculative_method) engine.speculative.method = *o.speculative_method;
+  if (o.kv_cache_dtype) {
+    if (*o.kv_cache_dtype == "auto") {
+      engine.kv_cache_dtype.reset();
+    } else {
+      engine.kv_cache_dtype = ParseKvDtype(*o.kv_cache_dtype);
+      if (!engine.kv_cache_dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "flag --kv-cache-dtype: unknown dtype '", *o.kv_cache_dtype,
+            "' (known: auto, bf16, fp16, fp8, fp32)"));
+      }
+    }
+  }
   if (o.num_speculative_tokens) {
     engine.speculative.num_speculative_tokens = static_cast<int>(*o.num_speculative_tokens);
     engine.speculative.enabled = *o.num_speculative_tokens > 0;
@@ -80,6 +94,7 @@ absl::StatusOr<ModelAndEngine> LoadModelAndEngine(const ModelEngineOptions& opti
   PREFIXSIM_RETURN_IF_ERROR(ApplyEngineOverrides(options.overrides, out.engine));
   ModelLoadOptions load;
   load.tensor_parallel_size = out.engine.tensor_parallel_size;
+  load.kv_dtype = out.engine.kv_cache_dtype;
   PREFIXSIM_ASSIGN_OR_RETURN(out.model, LoadModel(options.model, load));
   return out;
 }

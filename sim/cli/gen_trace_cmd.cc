@@ -21,17 +21,17 @@ struct GenTraceFlags {
 
 absl::Status RunGenTrace(const GenTraceFlags& flags) {
   if (flags.format != "mooncake" && flags.format != "tokens") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--format: unknown output format '", flags.format, "'; one of mooncake, tokens"));
+    return absl::InvalidArgumentError(absl::StrCat("--format: unknown output format '",
+                                                   flags.format, "'; one of mooncake, tokens"));
   }
   if (flags.block_tokens < 1) return absl::InvalidArgumentError("--block-tokens must be positive");
   PREFIXSIM_ASSIGN_OR_RETURN(std::vector<GeneratedRequest> requests,
                              GenerateWorkload(flags.workload));
-  std::string text = flags.format == "mooncake"
-                         ? FormatMooncakeTrace(requests, flags.block_tokens)
-                         : FormatTokensTrace(requests);
+  std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, flags.block_tokens)
+                                                : FormatTokensTrace(requests);
   std::ofstream file(flags.out, std::ios::binary | std::ios::trunc);
-  if (!file) return absl::InvalidArgumentError(absl::StrCat(flags.out, ": cannot open for writing"));
+  if (!file)
+    return absl::InvalidArgumentError(absl::StrCat(flags.out, ": cannot open for writing"));
   file.write(text.data(), static_cast<std::streamsize>(text.size()));
   file.close();
   if (!file) return absl::InternalError(absl::StrCat(flags.out, ": write failed"));

@@ -64,8 +64,8 @@ uint64_t GeneratedContentId(uint64_t request_id) {
   return id == ContentSegment::kLiteralContent ? 1 : id;
 }
 
-void ExtendBlockHashes(const Request& r, int64_t chunk_tokens, int64_t num_chunks,
-                       HashCursor* cur, std::vector<HashPair>* hashes) {
+void ExtendBlockHashes(const Request& r, int64_t chunk_tokens, int64_t num_chunks, HashCursor* cur,
+                       std::vector<HashPair>* hashes) {
   PREFIXSIM_CHECK(chunk_tokens > 0);
   PREFIXSIM_DCHECK(static_cast<int64_t>(hashes->size()) * chunk_tokens == cur->tokens);
   if (static_cast<int64_t>(hashes->size()) >= num_chunks) return;

@@ -12,14 +12,14 @@ BlockPool::BlockPool(int64_t num_blocks)
       hash_(num_blocks),
       group_(num_blocks, -1),
       dup_prev_(num_blocks, kNoBlock),
-      dup_next_(num_blocks, kNoBlock) {
+      dup_next_(num_blocks, kNoBlock),
+      index_(num_blocks) {
   PREFIXSIM_CHECK(num_blocks >= 2);
   PREFIXSIM_CHECK(num_blocks < (int64_t{1} << 31) - 1);
   next_[sentinel_] = prev_[sentinel_] = sentinel_;
   // Block 0 is popped at start as the null block: never freed, never cached.
   ref_[kNullBlock] = 1;
   for (BlockId b = 1; b < sentinel_; ++b) PushBack(b);
-  index_.reserve(static_cast<size_t>(num_blocks));
 }
 
 void BlockPool::PushBack(BlockId b) {
@@ -41,13 +41,25 @@ void BlockPool::PushFront(BlockId b) {
 }
 
 void BlockPool::Evict(BlockId b) {
+  RemoveFromIndex(b);
+  ++evictions_;
+}
+
+void BlockPool::Uncache(BlockId b) {
+  PREFIXSIM_CHECK(b != kNullBlock && ref_[b] > 0 && group_[b] >= 0);
+  RemoveFromIndex(b);
+}
+
+void BlockPool::RemoveFromIndex(BlockId b) {
   const uint64_t key = hash_[b].hash ^ GroupSalt(group_[b]);
   const BlockId p = dup_prev_[b], n = dup_next_[b];
   if (p == kNoBlock) {
+    PrefixIndex::Slot* slot = index_.Find(key);
+    PREFIXSIM_CHECK(slot != nullptr && slot->block == b);
     if (n == kNoBlock) {
-      index_.erase(key);
+      index_.Erase(slot);
     } else {
-      index_[key] = n;
+      slot->block = n;
     }
   } else {
     dup_next_[p] = n;
@@ -57,7 +69,6 @@ void BlockPool::Evict(BlockId b) {
   group_[b] = -1;
   hash_[b] = HashPair{};
   --num_cached_;
-  ++evictions_;
 }
 
 BlockId BlockPool::Allocate() {
@@ -83,9 +94,11 @@ void BlockPool::Free(BlockId b) {
 bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   PREFIXSIM_CHECK(b != kNullBlock && ref_[b] > 0 && group_[b] < 0);
   const uint64_t key = h.hash ^ GroupSalt(group);
-  auto [it, inserted] = index_.try_emplace(key, b);
-  if (!inserted) {
-    BlockId tail = it->second;
+  PrefixIndex::Slot* slot = index_.Find(key);
+  if (slot == nullptr) {
+    index_.Insert(key, b, Tag(group, h));
+  } else {
+    BlockId tail = slot->block;
     if (hash_[tail] != h || group_[tail] != group) {
       ++collisions_;
       return false;
@@ -134,9 +147,10 @@ void BlockPool::CheckInvariants() const {
     if (group_[b] >= 0) {
       ++cached;
       // Reachable from the index through its duplicate list, with the same content.
-      auto it = index_.find(hash_[b].hash ^ GroupSalt(group_[b]));
-      PREFIXSIM_CHECK(it != index_.end());
-      BlockId c = it->second;
+      const PrefixIndex::Slot* slot = index_.Find(hash_[b].hash ^ GroupSalt(group_[b]));
+      PREFIXSIM_CHECK(slot != nullptr);
+      PREFIXSIM_CHECK(slot->tag == Tag(group_[b], hash_[b]));
+      BlockId c = slot->block;
       PREFIXSIM_CHECK(dup_prev_[c] == kNoBlock);
       bool found = false;
       for (int64_t steps = 0; c != kNoBlock; c = dup_next_[c]) {

@@ -10,18 +10,20 @@
 // Prefix index: key = hash XOR a per-group salt, mapped to the first of the blocks cached under
 // that (hash, group) (duplicates are kept in an intrusive list, vLLM does not de-duplicate; a
 // lookup returns the earliest cached one, like vLLM's dict order). Each cached block stores its
-// full (hash, check, group); Lookup and Cache verify all three. A mismatch is a collision: it is
-// counted (collisions()), a lookup treats it as a miss and Cache refuses to publish the block, so
-// a collision can cost a hit but never produce a wrong one.
+// full (hash, check, group) and the index slot a 32-bit tag of (check, group). Lookup verifies
+// the key and the tag (96 bits), Cache verifies the full 128-bit pair and the group. A mismatch
+// is a collision: it is counted (collisions()), a lookup treats it as a miss and Cache refuses to
+// publish the block, so a collision can cost a hit but never produce a wrong one (a wrong hit
+// needs a 64-bit and a 32-bit collision at once, ~2^-96 per pair of blocks).
 #ifndef PREFIXSIM_SIM_KV_BLOCK_POOL_H_
 #define PREFIXSIM_SIM_KV_BLOCK_POOL_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
+#include "sim/kv/prefix_index.h"
 
 namespace prefixsim {
 namespace kv {
@@ -39,15 +41,19 @@ class BlockPool {
 
   // The block cached under (group, h), or kNoBlock.
   BlockId Lookup(int group, const HashPair& h) const {
-    auto it = index_.find(h.hash ^ GroupSalt(group));
-    if (it == index_.end()) return kNoBlock;
-    const BlockId b = it->second;
-    if (hash_[b] != h || group_[b] != group) {
+    const PrefixIndex::Slot* slot = index_.Find(h.hash ^ GroupSalt(group));
+    if (slot == nullptr) return kNoBlock;
+    // The slot carries the verifier, so a hit reads one slot only. Equal key and tag mean equal
+    // (hash, group) and 32 more bits of the check value.
+    if (slot->tag != Tag(group, h)) {
       ++collisions_;
       return kNoBlock;
     }
-    return b;
+    return slot->block;
   }
+
+  // Hints the CPU to fetch the index slot of (group, h) (lookups of a chain are independent).
+  void Prefetch(int group, const HashPair& h) const { index_.Prefetch(h.hash ^ GroupSalt(group)); }
 
   // A cache hit takes a reference: a free block leaves the free queue.
   void Touch(BlockId b) {
@@ -68,6 +74,10 @@ class BlockPool {
   // collision) if a different content already owns the key.
   bool Cache(BlockId b, int group, const HashPair& h);
 
+  // Drops the key of an in-use cached block so it can be re-keyed (a partial block that grew,
+  // reference §8.2 cache_full_blocks "re-keyed"). Not an eviction.
+  void Uncache(BlockId b);
+
   bool is_cached(BlockId b) const { return group_[b] >= 0; }
   int32_t ref(BlockId b) const { return ref_[b]; }
   int cached_group(BlockId b) const { return group_[b]; }
@@ -81,6 +91,9 @@ class BlockPool {
   // Aborts unless the pool's own structures are consistent (queue links, counts, index).
   void CheckInvariants() const;
 
+  static uint32_t Tag(int group, const HashPair& h) {
+    return static_cast<uint32_t>(h.check ^ (h.check >> 32) ^ GroupSalt(group));
+  }
   static uint64_t GroupSalt(int group) {
     uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(group + 1);
     x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ULL;
@@ -98,15 +111,16 @@ class BlockPool {
   void PushBack(BlockId b);
   void PushFront(BlockId b);
   void Evict(BlockId b);
+  void RemoveFromIndex(BlockId b);
 
   int64_t num_blocks_;
-  BlockId sentinel_;  // == num_blocks_
+  BlockId sentinel_;                  // == num_blocks_
   std::vector<BlockId> prev_, next_;  // free queue links (size num_blocks + 1)
   std::vector<int32_t> ref_;
   std::vector<HashPair> hash_;
-  std::vector<int32_t> group_;  // -1: not cached
+  std::vector<int32_t> group_;                // -1: not cached
   std::vector<BlockId> dup_prev_, dup_next_;  // blocks cached under the same key
-  absl::flat_hash_map<uint64_t, BlockId> index_;
+  PrefixIndex index_;                         // key -> the first block cached under it
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;

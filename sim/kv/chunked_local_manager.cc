@@ -12,14 +12,13 @@ int64_t ChunkedLocalManager::NumSkippedTokens(int64_t num_computed) const {
   return RoundDown(num_computed, spec_.attention_chunk_size);
 }
 
-int64_t ChunkedLocalManager::FindLongestHit(const HashPair* fine, int64_t num_fine,
-                                            int64_t max_len, int64_t alignment,
-                                            bool /*drop_eagle*/, absl::Span<const int> gids,
+int64_t ChunkedLocalManager::FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
+                                            int64_t alignment, bool /*drop_eagle*/,
+                                            absl::Span<const int> gids,
                                             std::vector<BlockId>* out) const {
   PREFIXSIM_CHECK(spec_.attention_chunk_size > 0);
   const int64_t nb = std::max<int64_t>(0, std::min(max_len / block_size_, num_fine / ratio_));
-  const int64_t start =
-      std::min(RoundDown(max_len, spec_.attention_chunk_size) / block_size_, nb);
+  const int64_t start = std::min(RoundDown(max_len, spec_.attention_chunk_size) / block_size_, nb);
   for (size_t k = 0; k < gids.size(); ++k) out[k].assign(nb, kNullBlock);
   int64_t j = start;
   while (j < nb && LookupAll(fine, j, gids, out)) ++j;

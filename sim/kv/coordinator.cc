@@ -9,8 +9,7 @@ namespace kv {
 namespace {
 
 bool SameSpec(const KvGroup& a, const KvGroup& b) {
-  return a.kind == b.kind && a.block_size == b.block_size &&
-         a.sliding_window == b.sliding_window &&
+  return a.kind == b.kind && a.block_size == b.block_size && a.sliding_window == b.sliding_window &&
          a.attention_chunk_size == b.attention_chunk_size &&
          a.prefix_cacheable == b.prefix_cacheable && a.is_eagle_group == b.is_eagle_group;
 }
@@ -28,11 +27,14 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
     // Unitary coordinator: S = H = A = B (reference §7).
     hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.groups[0].block_size;
     partial_hits_ = false;
-  } else {
+  } else if (plan.enable_prefix_caching) {
     hash_block_size_ = plan.hash_block_size;
     hit_alignment_ = plan.hit_alignment;
     scheduler_block_size_ = plan.scheduler_block_size;
     partial_hits_ = plan.partial_hits;
+  } else {
+    hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.scheduler_block_size;
+    partial_hits_ = false;
   }
   PREFIXSIM_CHECK(hash_block_size_ > 0 && hit_alignment_ > 0 && scheduler_block_size_ > 0);
   PREFIXSIM_CHECK(scheduler_block_size_ % hash_block_size_ == 0);
@@ -41,15 +43,20 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   params.hash_block_size = hash_block_size_;
   params.hit_alignment = hit_alignment_;
   params.extra_retained_tokens = extra_retained_tokens;
+  params.partial_hits = partial_hits_;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     PREFIXSIM_CHECK(scheduler_block_size_ % plan.groups[g].block_size == 0);
     managers_.push_back(MakeManager(plan.groups[g], static_cast<int>(g), pool, params));
+    if (plan.groups[g].prefix_cacheable && !managers_.back()->hashable() && unhashable_group_ < 0) {
+      unhashable_group_ = static_cast<int>(g);
+    }
   }
   // Spec-groups: identical specs are looked up as one batch, full attention first (§9.3).
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       const KvGroup& spec = plan.groups[g];
-      if (!spec.prefix_cacheable) continue;  // never hashed: takes no part in hit finding
+      // Never hashed: takes no part in hit finding.
+      if (!spec.prefix_cacheable || !managers_[g]->hashable()) continue;
       if (IsFullAttentionKind(spec.kind) != (pass == 0)) continue;
       SpecGroup* sg = nullptr;
       for (SpecGroup& s : spec_groups_) {
@@ -107,8 +114,8 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t nu
         const int64_t margin = partial_hits_ ? hash_block_size_ : sg.block_size;
         limit = std::min(cur + margin, max_hit);
       }
-      const int64_t h = sg.manager->FindLongestHit(fine, num_fine, limit, alignment, drop,
-                                                   sg.gids, scratch_[s].data());
+      const int64_t h = sg.manager->FindLongestHit(fine, num_fine, limit, alignment, drop, sg.gids,
+                                                   scratch_[s].data());
       if (drop) {
         sg_eagle_ok_[s] = 1;
       } else if (h < cur) {
@@ -126,8 +133,8 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t nu
     const SpecGroup& sg = spec_groups_[s];
     for (size_t k = 0; k < sg.gids.size(); ++k) {
       std::vector<BlockId>& blocks = scratch_[s][k];
-      if (sg.full_attention) blocks.resize(std::min<int64_t>(CeilDiv(hit, sg.block_size),
-                                                             blocks.size()));
+      if (sg.full_attention)
+        blocks.resize(std::min<int64_t>(CeilDiv(hit, sg.block_size), blocks.size()));
       PREFIXSIM_DCHECK(static_cast<int64_t>(blocks.size()) == CeilDiv(hit, sg.block_size) ||
                        hit == 0);
       out[sg.gids[k]].swap(blocks);

@@ -17,12 +17,18 @@ namespace kv {
 
 class KvCacheCoordinator {
  public:
+  // With plan.enable_prefix_caching, the plan's S, H, A must be consistent (S % H == 0,
+  // A % H == 0); without it they are not used (S is used for all three).
   KvCacheCoordinator(const KvPlan& plan, BlockPool* pool, int64_t extra_retained_tokens);
+
+  // Whether every prefix-cacheable group's block size is a multiple of H, so that lookups and
+  // caching are possible. The first group that is not, or -1.
+  int unhashable_group() const { return unhashable_group_; }
 
   int num_groups() const { return static_cast<int>(managers_.size()); }
   bool unitary() const { return managers_.size() == 1; }
-  int64_t hash_block_size() const { return hash_block_size_; }       // H
-  int64_t hit_alignment() const { return hit_alignment_; }           // A
+  int64_t hash_block_size() const { return hash_block_size_; }            // H
+  int64_t hit_alignment() const { return hit_alignment_; }                // A
   int64_t scheduler_block_size() const { return scheduler_block_size_; }  // S
   const SingleTypeManager& manager(int g) const { return *managers_[g]; }
 
@@ -40,8 +46,7 @@ class KvCacheCoordinator {
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens
   // (reference §10.2). The largest is returned by MaxCacheLimit.
   int64_t CacheLimit(int g, int64_t n) const;
-  int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n,
-                      int64_t step_end) const;
+  int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n, int64_t step_end) const;
   void FreeAll(GroupBlocks* groups) const;
 
  private:
@@ -60,6 +65,7 @@ class KvCacheCoordinator {
   int64_t hit_alignment_;
   int64_t scheduler_block_size_;
   bool partial_hits_;
+  int unhashable_group_ = -1;
   // Scratch: per spec-group, per member group, the blocks of the last lookup.
   std::vector<std::vector<std::vector<BlockId>>> scratch_;
   std::vector<int64_t> sg_hit_;

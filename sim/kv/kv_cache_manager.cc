@@ -37,8 +37,16 @@ class KvCacheManager::Impl {
         options_(options),
         pool_(plan.num_blocks),
         coord_(plan, &pool_, options.num_reprefillable_tokens),
-        caching_(plan.enable_prefix_caching) {
+        caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
     fine_scratch_.resize(coord_.num_groups());
+    if (plan.enable_prefix_caching && !caching_) {
+      // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
+      const int g = coord_.unhashable_group();
+      std::fprintf(stderr,
+                   "KvCacheManager: prefix caching disabled: group %d block size %d is not a "
+                   "multiple of the hash block size %lld\n",
+                   g, plan.groups[g].block_size, static_cast<long long>(coord_.hash_block_size()));
+    }
   }
 
   RequestState& State(uint64_t id) {
@@ -81,6 +89,7 @@ class KvCacheManager::Impl {
       g.num_cached = 0;
     }
     st.pending.resize(coord_.num_groups());
+    for (auto& p : st.pending) p.clear();
     st.has_pending = false;
     st.pending_hit = 0;
   }
@@ -121,9 +130,8 @@ class KvCacheManager::Impl {
     result.hit_tokens = coord_.FindLongestCacheHit(fine, nf, max_hit, a, st.pending.data());
     if (a != coord_.hash_block_size()) {
       // Alignment loss: the same lookup at the hash granularity H instead of A.
-      const int64_t fine_hit = coord_.FindLongestCacheHit(fine, nf, max_hit,
-                                                          coord_.hash_block_size(),
-                                                          fine_scratch_.data());
+      const int64_t fine_hit = coord_.FindLongestCacheHit(
+          fine, nf, max_hit, coord_.hash_block_size(), fine_scratch_.data());
       result.alignment_loss_tokens = std::max<int64_t>(0, fine_hit - result.hit_tokens);
     }
     st.has_pending = result.hit_tokens > 0;
@@ -142,9 +150,21 @@ class KvCacheManager::Impl {
       for (size_t j = 0; j < hit.size(); ++j) {
         const BlockId b = hit[j];
         if (b == kNullBlock) continue;
-        const bool valid =
-            pool_.is_cached(b) && pool_.cached_group(b) == g &&
-            pool_.cached_hash(b) == coord_.manager(g).BlockHash(st.hashes.data(), j);
+        bool valid = pool_.is_cached(b) && pool_.cached_group(b) == g;
+        if (valid && j + 1 < hit.size()) {
+          valid = pool_.cached_hash(b) == coord_.manager(g).BlockHash(st.hashes.data(), j);
+        } else if (valid) {
+          // The last block may be a partial entry (partial hits): any H boundary inside it.
+          const int64_t ratio = coord_.manager(g).block_size() / coord_.hash_block_size();
+          bool any = false;
+          for (int64_t f = static_cast<int64_t>(j) * ratio;
+               f < static_cast<int64_t>(j + 1) * ratio &&
+               f < static_cast<int64_t>(st.hashes.size());
+               ++f) {
+            any = any || pool_.cached_hash(b) == st.hashes[f];
+          }
+          valid = any;
+        }
         if (!valid) {
           std::fprintf(stderr,
                        "KvCacheManager: stale prefix hit for request %llu (block %d evicted "
@@ -156,8 +176,8 @@ class KvCacheManager::Impl {
     }
   }
 
-  bool AllocateSlots(uint64_t id, int64_t num_computed, int64_t num_new,
-                     int64_t num_new_computed, int64_t num_lookahead) {
+  bool AllocateSlots(uint64_t id, int64_t num_computed, int64_t num_new, int64_t num_new_computed,
+                     int64_t num_lookahead) {
     RequestState& st = State(id);
     PREFIXSIM_CHECK(num_computed >= 0 && num_new >= 0 && num_new_computed >= 0 &&
                     num_lookahead >= 0);
@@ -171,8 +191,7 @@ class KvCacheManager::Impl {
         std::fprintf(stderr,
                      "KvCacheManager: AllocateSlots(request %llu, num_new_computed=%lld) "
                      "without a matching GetComputedBlocks hit (%lld)\n",
-                     static_cast<unsigned long long>(id),
-                     static_cast<long long>(num_new_computed),
+                     static_cast<unsigned long long>(id), static_cast<long long>(num_new_computed),
                      static_cast<long long>(st.has_pending ? st.pending_hit : 0));
       }
       PREFIXSIM_CHECK(st.has_pending && st.pending_hit == num_new_computed);
@@ -192,37 +211,49 @@ class KvCacheManager::Impl {
       if (options_.check_invariants) CheckInvariants();
       return false;
     }
+    const int64_t free_before = pool_.num_free();
     if (use_hit) {
-      // Touch every hit block first (all groups), so that allocation cannot evict them.
+      // Touch every hit block first (all groups), so that allocation cannot evict them; a
+      // block the request will write into is copied instead (partial hits, §8.2).
+      cow_.assign(coord_.num_groups(), 0);
       for (int g = 0; g < coord_.num_groups(); ++g) {
         kv::GroupBlocks& gb = st.groups[g];
         PREFIXSIM_DCHECK(gb.blocks.empty());
-        for (BlockId b : st.pending[g]) {
-          if (b != kNullBlock) pool_.Touch(b);
+        std::vector<BlockId>& hit = st.pending[g];
+        cow_[g] = coord_.manager(g).NeedsCopyOnWrite(hit, total);
+        for (size_t i = 0; i < hit.size(); ++i) {
+          if (hit[i] != kNullBlock && !(cow_[g] && i + 1 == hit.size())) pool_.Touch(hit[i]);
         }
-        gb.blocks.swap(st.pending[g]);
+        gb.blocks.swap(hit);
         gb.num_cached = static_cast<int64_t>(gb.blocks.size());
-        st.pending[g].clear();
+        hit.clear();
+      }
+      for (int g = 0; g < coord_.num_groups(); ++g) {
+        if (!cow_[g]) continue;
+        kv::GroupBlocks& gb = st.groups[g];
+        gb.blocks.back() = pool_.Allocate();
+        --gb.num_cached;
+        ++counters_.allocated_blocks;
       }
       st.has_pending = false;
     }
     counters_.allocated_blocks += coord_.AllocateNew(st.groups.data(), need, main, total);
+    // All-or-nothing: the step took no more blocks than it reserved.
+    PREFIXSIM_CHECK(free_before - pool_.num_free() <= k);
     if (caching_) {
       // Drafts and lookahead slots are never cached: only verified tokens (reference §10.2).
-      const int64_t n =
-          std::max<int64_t>(0, std::min(total + num_new, st.num_tokens) -
-                                   options_.num_reprefillable_tokens);
+      const int64_t n = std::max<int64_t>(
+          0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
       int64_t limit = 0;
-      for (int g = 0; g < coord_.num_groups(); ++g) limit = std::max(limit, coord_.CacheLimit(g, n));
+      for (int g = 0; g < coord_.num_groups(); ++g)
+        limit = std::max(limit, coord_.CacheLimit(g, n));
       if (limit > 0) {
         EnsureHashes(st, limit / coord_.hash_block_size());
         // Mamba caches the state where this step ends, if no draft tokens ride along.
         const int64_t step_end = (n == main) ? n : -1;
-        counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(),
-                                                      std::min(n, static_cast<int64_t>(
-                                                          st.hashes.size()) *
-                                                          coord_.hash_block_size()),
-                                                      step_end);
+        // Each group reads hashes below its own limit only: all present after EnsureHashes.
+        counters_.cached_blocks +=
+            coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
       }
     }
     if (options_.check_invariants) CheckInvariants();
@@ -273,6 +304,7 @@ class KvCacheManager::Impl {
   std::vector<RequestState> slots_;
   std::vector<uint32_t> free_slots_;
   std::vector<std::vector<BlockId>> fine_scratch_;
+  std::vector<char> cow_;
   mutable KvCacheCounters counters_;
 };
 

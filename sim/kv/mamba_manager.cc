@@ -4,8 +4,10 @@
 //  * a step that ends exactly on a block boundary leaves the state for that boundary in the
 //    block, which is then cached (subject to the hybrid round-down to S and A-alignment);
 //  * a hit is the last cached state whose boundary is A-aligned; never an EAGLE drop.
-// Simplifications: one new state block per step (no extra partial-hit / checkpoint / spec
-// blocks), and no "cached in the same step" refusal.
+// With partial hits (A = H < B), states are also cached at H boundaries inside a block, under
+// the fine hash, and a hit may end there; a cached state block is never written again: a step
+// that continues in it gets a fresh block (the checkpoint / copy-on-write of §10.1).
+// Simplifications: no speculative state blocks, and no "cached in the same step" refusal.
 #include <algorithm>
 
 #include "sim/kv/single_type_manager.h"
@@ -15,8 +17,28 @@ namespace kv {
 
 int64_t MambaManager::FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
                                      int64_t alignment, bool /*drop_eagle*/,
-                                     absl::Span<const int> gids,
-                                     std::vector<BlockId>* out) const {
+                                     absl::Span<const int> gids, std::vector<BlockId>* out) const {
+  if (params_.partial_hits && alignment < block_size_) {
+    const int64_t h = params_.hash_block_size;
+    for (int64_t f = std::min(max_len / h, num_fine) - 1; f >= 0; --f) {
+      const int64_t end = (f + 1) * h;
+      if (end % alignment != 0) continue;
+      const int64_t idx = CeilDiv(end, block_size_) - 1;
+      bool all = true;
+      for (size_t k = 0; k < gids.size() && all; ++k) {
+        const BlockId b = pool_->Lookup(gids[k], fine[f]);
+        if (b == kNoBlock) {
+          all = false;
+        } else {
+          out[k].assign(idx + 1, kNullBlock);
+          out[k][idx] = b;
+        }
+      }
+      if (all) return end;
+    }
+    for (size_t k = 0; k < gids.size(); ++k) out[k].clear();
+    return 0;
+  }
   const int64_t nb = std::max<int64_t>(0, std::min(max_len / block_size_, num_fine / ratio_));
   for (size_t k = 0; k < gids.size(); ++k) out[k].assign(nb, kNullBlock);
   for (int64_t i = nb - 1; i >= 0; --i) {
@@ -44,13 +66,16 @@ void MambaManager::RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) con
 }
 
 int64_t MambaManager::NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit,
-                                          int64_t /*need*/, int64_t main,
-                                          int64_t /*total*/) const {
+                                          int64_t /*need*/, int64_t main, int64_t total) const {
   // Lookahead tokens are ignored in align mode (reference §10.1).
   const int64_t r = CeilDiv(main, block_size_) - 1;
   const int64_t held =
       static_cast<int64_t>(g.blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
   int64_t n = r >= held ? 1 : 0;
+  if (r >= 0 && r == held - 1 && main > total) {
+    const BlockId last = (hit && !hit->empty()) ? hit->back() : g.blocks.back();
+    if (last != kNullBlock && pool_->is_cached(last)) n = 1;  // never write a cached state
+  }
   if (hit != nullptr) {
     for (BlockId b : *hit) {
       if (b != kNullBlock && pool_->ref(b) == 0) ++n;
@@ -60,9 +85,19 @@ int64_t MambaManager::NumBlocksToAllocate(const GroupBlocks& g, const std::vecto
 }
 
 int64_t MambaManager::AllocateNew(GroupBlocks* g, int64_t /*need*/, int64_t main,
-                                  int64_t /*total*/) const {
+                                  int64_t total) const {
   const int64_t r = CeilDiv(main, block_size_) - 1;
-  if (r < static_cast<int64_t>(g->blocks.size())) return 0;
+  const int64_t size = static_cast<int64_t>(g->blocks.size());
+  if (r >= 0 && r == size - 1 && main > total) {
+    const BlockId old = g->blocks[r];
+    if (old != kNullBlock && pool_->is_cached(old)) {
+      // The state continues from a cached state: write it into a fresh block.
+      g->blocks[r] = pool_->Allocate();
+      pool_->Free(old);
+      return 1;
+    }
+  }
+  if (r < size) return 0;
   g->blocks.resize(r, kNullBlock);
   g->blocks.push_back(pool_->Allocate());
   return 1;
@@ -71,15 +106,16 @@ int64_t MambaManager::AllocateNew(GroupBlocks* g, int64_t /*need*/, int64_t main
 int64_t MambaManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                                   int64_t step_end) const {
   int64_t n = 0;
-  if (step_end > 0 && step_end % block_size_ == 0 && step_end <= limit &&
+  const int64_t unit = params_.partial_hits ? params_.hash_block_size : block_size_;
+  if (step_end > 0 && step_end % unit == 0 && step_end <= limit &&
       step_end % params_.hit_alignment == 0) {
-    const int64_t i = step_end / block_size_ - 1;
+    const int64_t i = CeilDiv(step_end, block_size_) - 1;
     if (i < static_cast<int64_t>(g->blocks.size())) {
       const BlockId b = g->blocks[i];
-      if (b != kNullBlock && !pool_->is_cached(b) &&
-          pool_->Cache(b, group_id_, BlockHash(fine, i))) {
-        ++n;
-      }
+      const HashPair& h = step_end % block_size_ == 0
+                              ? BlockHash(fine, i)
+                              : fine[step_end / params_.hash_block_size - 1];
+      if (b != kNullBlock && !pool_->is_cached(b) && pool_->Cache(b, group_id_, h)) ++n;
     }
   }
   g->num_cached = std::max(g->num_cached, limit / block_size_);

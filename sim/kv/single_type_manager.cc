@@ -12,9 +12,9 @@ SingleTypeManager::SingleTypeManager(const KvGroup& spec, int group_id, BlockPoo
     : spec_(spec), group_id_(group_id), pool_(pool), params_(p), block_size_(spec.block_size) {
   PREFIXSIM_CHECK(block_size_ > 0);
   PREFIXSIM_CHECK(p.hash_block_size > 0 && p.hit_alignment > 0);
-  // Every group's block is a whole number of hash chunks (reference §7 coordinator asserts).
-  PREFIXSIM_CHECK(block_size_ % p.hash_block_size == 0);
-  ratio_ = block_size_ / p.hash_block_size;
+  // Every prefix-cacheable group's block is a whole number of hash chunks (reference §7
+  // coordinator asserts); otherwise the coordinator reports it and caching stays off.
+  ratio_ = block_size_ % p.hash_block_size == 0 ? block_size_ / p.hash_block_size : 0;
 }
 
 void SingleTypeManager::RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const {
@@ -38,8 +38,14 @@ int64_t SingleTypeManager::NumBlocksToAllocate(const GroupBlocks& g,
       static_cast<int64_t>(g.blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
   int64_t n = std::max<int64_t>(required - std::max(skipped, held), 0);
   if (hit != nullptr) {
-    for (BlockId b : *hit) {
-      if (b != kNullBlock && pool_->ref(b) == 0) ++n;  // leaves the free queue when touched
+    const bool cow = NeedsCopyOnWrite(*hit, total);
+    for (size_t i = 0; i < hit->size(); ++i) {
+      const BlockId b = (*hit)[i];
+      if (cow && i + 1 == hit->size()) {
+        ++n;  // the copy
+      } else if (b != kNullBlock && pool_->ref(b) == 0) {
+        ++n;  // leaves the free queue when touched
+      }
     }
   }
   return n;
@@ -73,6 +79,12 @@ int64_t SingleTypeManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int
   }
   g->num_cached = std::max(g->num_cached, num_full);
   return n;
+}
+
+bool SingleTypeManager::NeedsCopyOnWrite(const std::vector<BlockId>& hit,
+                                         int64_t hit_tokens) const {
+  return params_.partial_hits && !hit.empty() && hit.back() != kNullBlock &&
+         hit_tokens % block_size_ != 0;
 }
 
 void SingleTypeManager::FreeAll(GroupBlocks* g) const {

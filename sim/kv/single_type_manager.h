@@ -30,6 +30,8 @@ struct ManagerParams {
   int64_t hit_alignment = 0;    // A (the caching mask uses it)
   // Extra tokens a sliding window keeps for multi-module MTP (reference §2.2, §10.3).
   int64_t extra_retained_tokens = 0;
+  // Fine-grained (partial) hits (reference §7, §8.2, §9.2): A = H < B for some groups.
+  bool partial_hits = false;
 };
 
 class SingleTypeManager {
@@ -44,6 +46,8 @@ class SingleTypeManager {
     return spec_.kind == LayerKind::kFullAttention || spec_.kind == LayerKind::kMla;
   }
   bool is_mamba() const { return spec_.kind == LayerKind::kMamba; }
+  // Whether B is a multiple of H (the group's blocks can be keyed by the request's hashes).
+  bool hashable() const { return ratio_ > 0; }
 
   // The chained hash of this group's block j: the last H-chunk hash inside it (reference §8.1).
   const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
@@ -76,6 +80,10 @@ class SingleTypeManager {
   // Frees all blocks, tail first (reference §8.2).
   void FreeAll(GroupBlocks* g) const;
 
+  // Whether the last block of a hit of `hit_tokens` must be copied rather than shared, because
+  // the request will write into it (partial hits only: copy-on-write, reference §8.2).
+  virtual bool NeedsCopyOnWrite(const std::vector<BlockId>& hit, int64_t hit_tokens) const;
+
  protected:
   // Whether block i is published at all (the SWA reachable mask of reference §10.2).
   virtual bool Reachable(int64_t /*i*/) const { return true; }
@@ -96,25 +104,27 @@ class SingleTypeManager {
   BlockPool* pool_;
   ManagerParams params_;
   int64_t block_size_;
-  int64_t ratio_;  // B / H
+  int64_t ratio_;  // B / H; 0 if H does not divide B
 };
 
 // Full attention and MLA: left to right (reference §9.2).
 class FullAttentionManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
+  // With partial hits, also registers the tail block under the hash of its last H boundary.
+  int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+                      int64_t step_end) const override;
 };
 
 // Sliding window: right to left, cdiv(W-1, B) contiguous blocks (reference §9.2, §10.2, §10.3).
 class SlidingWindowManager : public SingleTypeManager {
  public:
-  SlidingWindowManager(const KvGroup& spec, int group_id, BlockPool* pool,
-                       const ManagerParams& p);
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  SlidingWindowManager(const KvGroup& spec, int group_id, BlockPool* pool, const ManagerParams& p);
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
   // Contiguous cached blocks a hit needs: cdiv(W - 1, B), +1 for the EAGLE drop.
@@ -128,8 +138,8 @@ class SlidingWindowManager : public SingleTypeManager {
 class ChunkedLocalManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
 };
@@ -139,15 +149,16 @@ class ChunkedLocalManager : public SingleTypeManager {
 class MambaManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                         int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
+  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
+                         bool drop_eagle, absl::Span<const int> gids,
                          std::vector<BlockId>* out) const override;
   void RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const override;
-  int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit,
-                              int64_t need, int64_t main, int64_t total) const override;
+  int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit, int64_t need,
+                              int64_t main, int64_t total) const override;
   int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const override;
   int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
+  bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
 };
 
 std::unique_ptr<SingleTypeManager> MakeManager(const KvGroup& spec, int group_id, BlockPool* pool,

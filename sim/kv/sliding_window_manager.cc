@@ -18,8 +18,8 @@ int64_t SlidingWindowManager::NeedBlocks(bool drop_eagle) const {
 }
 
 int64_t SlidingWindowManager::NumSkippedTokens(int64_t num_computed) const {
-  return std::max<int64_t>(
-      0, num_computed - spec_.sliding_window + 1 - params_.extra_retained_tokens);
+  return std::max<int64_t>(0,
+                           num_computed - spec_.sliding_window + 1 - params_.extra_retained_tokens);
 }
 
 // Dense retention (reference §10.2): block i is published only if it lies among the last `need`
@@ -46,7 +46,14 @@ int64_t SlidingWindowManager::FindLongestHit(const HashPair* fine, int64_t num_f
   for (size_t k = 0; k < ng; ++k) out[k].assign(nb, kNullBlock);
   int64_t run = 0;
   bool found = false;
+  constexpr int64_t kAhead = 8;  // prefetch distance (the lookups are independent)
+  for (int64_t p = nb - 1; p >= std::max<int64_t>(0, nb - kAhead); --p) {
+    for (int g : gids) pool_->Prefetch(g, BlockHash(fine, p));
+  }
   for (int64_t i = nb - 1; i >= 0; --i) {
+    if (i >= kAhead) {
+      for (int g : gids) pool_->Prefetch(g, BlockHash(fine, i - kAhead));
+    }
     if (LookupAll(fine, i, gids, out)) {
       // A run must end on an A-boundary (one block past it with the EAGLE drop).
       if (run == 0 && block_size_ != alignment &&

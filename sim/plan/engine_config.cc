@@ -262,6 +262,14 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
                                                         "' (known: none, align, all)"));
     }
   }
+  PREFIXSIM_ASSIGN_OR_RETURN(auto kv_dtype, doc.OptionalString(root, "", "kv_cache_dtype"));
+  if (kv_dtype && *kv_dtype != "auto") {
+    engine.kv_cache_dtype = ParseKvDtype(*kv_dtype);
+    if (!engine.kv_cache_dtype) {
+      return doc.Error("kv_cache_dtype", absl::StrCat("unknown dtype '", *kv_dtype,
+                                                      "' (known: auto, bf16, fp16, fp8, fp32)"));
+    }
+  }
   PREFIXSIM_ASSIGN_OR_RETURN(auto tp, doc.OptionalInt(root, "", "tensor_parallel_size", 1));
   if (tp) engine.tensor_parallel_size = static_cast<int>(*tp);
   PREFIXSIM_ASSIGN_OR_RETURN(auto dcp, doc.OptionalInt(root, "", "decode_context_parallel_size", 1));

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,17 @@ std::string KindList() {
 absl::StatusOr<LayerSpec> ParseLayer(const JsonConfig& doc, const nlohmann::json& layer,
                                      const std::string& path) {
   if (!layer.is_object()) return doc.Error(path, "must be an object");
+  // A misspelt field would otherwise be silently ignored and a default used in its place.
+  static constexpr std::array<std::string_view, 14> kKnownKeys = {
+      "kind",           "count",         "num_kv_heads",     "head_size",
+      "head_size_v",    "kv_lora_rank",  "qk_rope_head_dim", "bytes_per_token",
+      "sliding_window", "attention_chunk_size", "state_bytes", "kv_dtype",
+      "drafter",        "description"};
+  for (const auto& [key, value] : layer.items()) {
+    if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end()) {
+      return doc.Error(JsonConfig::Join(path, key), "unknown field");
+    }
+  }
   LayerSpec spec;
   PREFIXSIM_ASSIGN_OR_RETURN(auto kind_name, doc.OptionalString(layer, path, "kind"));
   if (!kind_name) return doc.Error(JsonConfig::Join(path, "kind"), "missing");

@@ -13,6 +13,7 @@ const std::vector<std::unique_ptr<BlockSizePolicy>>& Policies() {
     // One line per policy.
     list->push_back(MakeOldPolicy());
     list->push_back(MakeNewPolicy());
+    list->push_back(MakeNewDivisorOfPolicy());
     return list;
   }();
   return *policies;

@@ -5,12 +5,12 @@
 // the trace, 16 bytes per request).
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "simdjson.h"
+#include "prefixsim/status.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/hash_id_blocks.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/record_parser.h"
-#include "prefixsim/status.h"
+#include "simdjson.h"
 
 namespace prefixsim {
 namespace {
@@ -31,9 +31,8 @@ class BailianParser : public RecordParser {
     if (FindField(record, "parent_chat_id", &parent)) {
       PREFIXSIM_RETURN_IF_ERROR(ToInteger(parent, "parent_chat_id", location, -1, &parent_chat_id));
     }
-    PREFIXSIM_RETURN_IF_ERROR(
-        RequireTimeNs(record, "timestamp", location, /*ns_per_unit=*/1'000'000'000,
-                      &info->timestamp_ns));
+    PREFIXSIM_RETURN_IF_ERROR(RequireTimeNs(record, "timestamp", location,
+                                            /*ns_per_unit=*/1'000'000'000, &info->timestamp_ns));
     int64_t input_length = 0;
     PREFIXSIM_RETURN_IF_ERROR(RequireInteger(record, "input_length", location, 1, &input_length));
     PREFIXSIM_RETURN_IF_ERROR(
@@ -70,8 +69,8 @@ class BailianParser : public RecordParser {
 }  // namespace
 
 std::unique_ptr<RecordParser> NewBailianParser(const TraceOptions& options) {
-  return std::make_unique<BailianParser>(
-      options.trace_block_tokens > 0 ? options.trace_block_tokens : 16);
+  return std::make_unique<BailianParser>(options.trace_block_tokens > 0 ? options.trace_block_tokens
+                                                                        : 16);
 }
 
 }  // namespace prefixsim

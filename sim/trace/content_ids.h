@@ -17,7 +17,9 @@ constexpr uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-constexpr uint64_t MixPair(uint64_t a, uint64_t b) { return Mix64(Mix64(a) ^ (b * 0x9e6c63d0676a9a99ULL) ^ (b >> 29)); }
+constexpr uint64_t MixPair(uint64_t a, uint64_t b) {
+  return Mix64(Mix64(a) ^ (b * 0x9e6c63d0676a9a99ULL) ^ (b >> 29));
+}
 
 // FNV-1a, then mixed: a stable hash of a string.
 constexpr uint64_t StableStringHash(std::string_view s) {
@@ -32,10 +34,10 @@ constexpr uint64_t StableStringHash(std::string_view s) {
 // Tags keep the content of different formats apart (hash id 7 of a Mooncake trace is not hash
 // id 7 of a Bailian trace).
 enum class ContentTag : uint64_t {
-  kMooncake = 0x6d6f6f6e63616b65ULL,       // "mooncake"
-  kBailian = 0x6261696c69616e00ULL,        // "bailian"
-  kLengths = 0x6c656e6774687300ULL,        // "lengths"
-  kGenerated = 0x67656e6572617465ULL,      // "generate"
+  kMooncake = 0x6d6f6f6e63616b65ULL,   // "mooncake"
+  kBailian = 0x6261696c69616e00ULL,    // "bailian"
+  kLengths = 0x6c656e6774687300ULL,    // "lengths"
+  kGenerated = 0x67656e6572617465ULL,  // "generate"
 };
 
 // A virtual content id for (tag, value); never 0, which means literal tokens.

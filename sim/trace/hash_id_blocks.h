@@ -6,9 +6,9 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "simdjson.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/record_parser.h"
+#include "simdjson.h"
 
 namespace prefixsim {
 

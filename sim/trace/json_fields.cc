@@ -12,14 +12,15 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 
 absl::Status RecordError(const RecordLocation& location, std::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(ToAbsl(location.path), ":", location.line, ": ", ToAbsl(message)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(ToAbsl(location.path), ":", location.line, ": ", ToAbsl(message)));
 }
 
 absl::Status FieldError(const RecordLocation& location, std::string_view field,
                         std::string_view message) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(ToAbsl(location.path), ":", location.line, ": field '", ToAbsl(field), "': ",
-                   ToAbsl(message)));
+  return absl::InvalidArgumentError(absl::StrCat(ToAbsl(location.path), ":", location.line,
+                                                 ": field '", ToAbsl(field),
+                                                 "': ", ToAbsl(message)));
 }
 
 absl::Status ParseJsonObject(simdjson::dom::parser& parser, std::string_view line,
@@ -51,8 +52,8 @@ std::string IntegerRequirement(int64_t min_value) {
 
 }  // namespace
 
-absl::Status ToInteger(const element& value, std::string_view field,
-                       const RecordLocation& location, int64_t min_value, int64_t* out) {
+absl::Status ToInteger(const element& value, std::string_view field, const RecordLocation& location,
+                       int64_t min_value, int64_t* out) {
   int64_t result = 0;
   switch (value.type()) {
     case element_type::INT64:

@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "simdjson.h"
 #include "sim/trace/record_parser.h"
+#include "simdjson.h"
 
 namespace prefixsim {
 

@@ -72,7 +72,9 @@ class GzipSource : public ByteSource {
 class ZstdSource : public ByteSource {
  public:
   ZstdSource(std::string path, std::FILE* file)
-      : path_(std::move(path)), file_(file), dctx_(ZSTD_createDCtx()),
+      : path_(std::move(path)),
+        file_(file),
+        dctx_(ZSTD_createDCtx()),
         input_buffer_(ZSTD_DStreamInSize()) {}
   ~ZstdSource() override {
     ZSTD_freeDCtx(dctx_);
@@ -158,6 +160,8 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
       bytes_consumed_ += static_cast<int64_t>(length + (newline != nullptr ? 1 : 0));
       if (length > 0 && start[length - 1] == '\r') --length;
       *line = std::string_view(start, length);
+      // Editors on Windows may start a file with a UTF-8 byte order mark; it is not content.
+      if (line_number_ == 0 && line->starts_with("\xEF\xBB\xBF")) line->remove_prefix(3);
       begin_ = newline != nullptr ? line_end + 1 : end_;
       ++line_number_;
       return true;

@@ -2,10 +2,10 @@
 // arrival_time_ns, input_tok_ids, output_tok_ids}. Exact token ids; the lengths must agree with
 // the id lists (output ids may be fewer than output_toks). No sessions.
 #include "absl/strings/str_cat.h"
-#include "simdjson.h"
+#include "prefixsim/status.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/record_parser.h"
-#include "prefixsim/status.h"
+#include "simdjson.h"
 
 namespace prefixsim {
 namespace {
@@ -25,9 +25,9 @@ class LlmServingSimParser : public RecordParser {
     simdjson::dom::array input_ids;
     PREFIXSIM_RETURN_IF_ERROR(RequireArray(record, "input_tok_ids", location, &input_ids));
     if (static_cast<int64_t>(input_ids.size()) != input_toks) {
-      return FieldError(location, "input_tok_ids",
-                        absl::StrCat("has ", input_ids.size(), " tokens but input_toks is ",
-                                     input_toks));
+      return FieldError(
+          location, "input_tok_ids",
+          absl::StrCat("has ", input_ids.size(), " tokens but input_toks is ", input_toks));
     }
     PREFIXSIM_RETURN_IF_ERROR(
         AppendTokenIds(input_ids, "input_tok_ids", location, &out->literal_tokens));
@@ -43,8 +43,8 @@ class LlmServingSimParser : public RecordParser {
       }
       if (static_cast<int64_t>(output_ids.size()) > out->output_tokens) {
         return FieldError(location, "output_tok_ids",
-                          absl::StrCat("has ", output_ids.size(),
-                                       " tokens, more than output_toks ", out->output_tokens));
+                          absl::StrCat("has ", output_ids.size(), " tokens, more than output_toks ",
+                                       out->output_tokens));
       }
       PREFIXSIM_RETURN_IF_ERROR(
           AppendTokenIds(output_ids, "output_tok_ids", location, &out->literal_tokens));

@@ -1,12 +1,12 @@
 // `mooncake` (kvcache-ai/Mooncake FAST'25 traces): {timestamp (ms), input_length, output_length,
 // hash_ids}, one hash id per 512-token block (--trace-block-tokens for other sizes). No sessions:
 // session sampling keeps a fraction of requests.
-#include "simdjson.h"
+#include "prefixsim/status.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/hash_id_blocks.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/record_parser.h"
-#include "prefixsim/status.h"
+#include "simdjson.h"
 
 namespace prefixsim {
 namespace {
@@ -19,8 +19,8 @@ class MooncakeParser : public RecordParser {
                              ParsedRecordInfo* info) override {
     simdjson::dom::object record;
     PREFIXSIM_RETURN_IF_ERROR(ParseJsonObject(parser_, line, location, &record));
-    PREFIXSIM_RETURN_IF_ERROR(
-        RequireTimeNs(record, "timestamp", location, /*ns_per_unit=*/1'000'000, &info->timestamp_ns));
+    PREFIXSIM_RETURN_IF_ERROR(RequireTimeNs(record, "timestamp", location,
+                                            /*ns_per_unit=*/1'000'000, &info->timestamp_ns));
     int64_t input_length = 0;
     PREFIXSIM_RETURN_IF_ERROR(RequireInteger(record, "input_length", location, 1, &input_length));
     PREFIXSIM_RETURN_IF_ERROR(

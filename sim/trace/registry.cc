@@ -12,14 +12,20 @@ bool FirstRecord::HasKey(std::string_view key) const {
 
 const std::vector<TraceFormat>& TraceFormats() {
   static const auto* formats = new std::vector<TraceFormat>{
-      {"bailian", "JSONL: chat_id, parent_chat_id, timestamp (s), input_length, output_length, turn, hash_ids (16-token blocks)",
+      {"bailian",
+       "JSONL: chat_id, parent_chat_id, timestamp (s), input_length, output_length, turn, hash_ids "
+       "(16-token blocks)",
        [](const FirstRecord& r) { return r.HasKey("hash_ids") && r.HasKey("chat_id"); },
        NewBailianParser},
-      {"mooncake", "JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)",
+      {"mooncake",
+       "JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)",
        [](const FirstRecord& r) { return r.HasKey("hash_ids"); }, NewMooncakeParser},
-      {"tokens", "JSONL: arrival_s, prompt_token_ids, output_length, output_token_ids?, session_id?, cache_salt?",
+      {"tokens",
+       "JSONL: arrival_s, prompt_token_ids, output_length, output_token_ids?, session_id?, "
+       "cache_salt?",
        [](const FirstRecord& r) { return r.HasKey("prompt_token_ids"); }, NewTokensParser},
-      {"llmservingsim", "JSONL: input_toks, output_toks, arrival_time_ns, input_tok_ids, output_tok_ids",
+      {"llmservingsim",
+       "JSONL: input_toks, output_toks, arrival_time_ns, input_tok_ids, output_tok_ids",
        [](const FirstRecord& r) { return r.HasKey("input_tok_ids"); }, NewLlmServingSimParser},
       {"lengths", "CSV: arrival time (s), prompt length, output length; no prefix identity",
        [](const FirstRecord& r) {

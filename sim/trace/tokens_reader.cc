@@ -3,11 +3,11 @@
 // become Request::output, so a follow-up turn whose prompt contains an earlier answer can hit on
 // the blocks that answer filled.
 #include "absl/strings/str_cat.h"
-#include "simdjson.h"
+#include "prefixsim/status.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/record_parser.h"
-#include "prefixsim/status.h"
+#include "simdjson.h"
 
 namespace prefixsim {
 namespace {
@@ -22,7 +22,8 @@ class TokensParser : public RecordParser {
                                             /*ns_per_unit=*/1'000'000'000, &info->timestamp_ns));
     simdjson::dom::array prompt_ids;
     PREFIXSIM_RETURN_IF_ERROR(RequireArray(record, "prompt_token_ids", location, &prompt_ids));
-    if (prompt_ids.size() == 0) return FieldError(location, "prompt_token_ids", "must not be empty");
+    if (prompt_ids.size() == 0)
+      return FieldError(location, "prompt_token_ids", "must not be empty");
     PREFIXSIM_RETURN_IF_ERROR(
         AppendTokenIds(prompt_ids, "prompt_token_ids", location, &out->literal_tokens));
     const auto prompt_length = static_cast<uint32_t>(out->literal_tokens.size());
@@ -58,9 +59,8 @@ class TokensParser : public RecordParser {
       uint64_t key = StableStringHash(salt);
       out->namespace_key = key == 0 ? 1 : key;  // 0 means "no namespace"
     }
-    info->sampling_key = out->session_id.empty()
-                             ? static_cast<uint64_t>(location.record_index)
-                             : StableStringHash(out->session_id);
+    info->sampling_key = out->session_id.empty() ? static_cast<uint64_t>(location.record_index)
+                                                 : StableStringHash(out->session_id);
     return true;
   }
   std::string_view timestamp_field() const override { return "arrival_s"; }

@@ -6,13 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "simdjson.h"
 #include "prefixsim/status.h"
 #include "prefixsim/trace.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/line_reader.h"
 #include "sim/trace/record_parser.h"
+#include "simdjson.h"
 
 namespace prefixsim {
 namespace {
@@ -37,8 +37,12 @@ class StreamingTraceReader : public TraceReader {
   StreamingTraceReader(std::string path, std::string format, const TraceOptions& options,
                        std::unique_ptr<LineReader> lines, std::unique_ptr<RecordParser> parser,
                        std::string_view first_line)
-      : path_(std::move(path)), format_(std::move(format)), options_(options),
-        lines_(std::move(lines)), parser_(std::move(parser)), pending_line_(first_line),
+      : path_(std::move(path)),
+        format_(std::move(format)),
+        options_(options),
+        lines_(std::move(lines)),
+        parser_(std::move(parser)),
+        pending_line_(first_line),
         has_pending_line_(!first_line.empty()) {
     start_ns_ = std::llround(options.start_s * 1e9);
     end_ns_ = options.end_s > 0 ? std::llround(options.end_s * 1e9) : 0;
@@ -83,10 +87,10 @@ class StreamingTraceReader : public TraceReader {
       int64_t t = info.timestamp_ns;
       if (have_previous_ && t < previous_ns_) {
         if (options_.reject_backwards_arrivals) {
-          return FieldError(location, parser_->timestamp_field(),
-                            absl::StrCat("arrival time goes backwards (", t * 1e-9,
-                                         " s after an earlier record at ", previous_ns_ * 1e-9,
-                                         " s)"));
+          return FieldError(
+              location, parser_->timestamp_field(),
+              absl::StrCat("arrival time goes backwards (", t * 1e-9,
+                           " s after an earlier record at ", previous_ns_ * 1e-9, " s)"));
         }
         t = previous_ns_;
         ++stats_.arrivals_clamped;
@@ -167,7 +171,8 @@ absl::Status ValidateOptions(const TraceOptions& options) {
     return absl::InvalidArgumentError("--max-requests must be non-negative (0 = all)");
   }
   if (!std::isfinite(options.start_s) || options.start_s < 0) {
-    return absl::InvalidArgumentError("trace window start must be a non-negative number of seconds");
+    return absl::InvalidArgumentError(
+        "trace window start must be a non-negative number of seconds");
   }
   if (!std::isfinite(options.end_s) || options.end_s < 0 ||
       (options.end_s > 0 && options.end_s <= options.start_s)) {
@@ -194,9 +199,9 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
       if (candidate.name == options.format) format = &candidate;
     }
     if (format == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown trace format '", options.format,
-                                                     "'; registered: ",
-                                                     absl::StrJoin(RegisteredTraceFormats(), ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown trace format '", options.format,
+                       "'; registered: ", absl::StrJoin(RegisteredTraceFormats(), ", ")));
     }
   }
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
@@ -243,9 +248,8 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
     }
   }
   auto parser = format->create(options);
-  auto reader = std::make_unique<StreamingTraceReader>(path, format->name, options,
-                                                       std::move(lines), std::move(parser),
-                                                       first_line);
+  auto reader = std::make_unique<StreamingTraceReader>(
+      path, format->name, options, std::move(lines), std::move(parser), first_line);
   return reader;
 }
 

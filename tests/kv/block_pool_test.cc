@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <vector>
+
+#include "sim/kv/prefix_index.h"
 
 namespace prefixsim {
 namespace kv {
@@ -101,6 +105,36 @@ TEST(BlockPoolTest, CollisionsAreDetectedNotServed) {
   EXPECT_FALSE(pool.is_cached(b));
   EXPECT_EQ(pool.Lookup(0, HashPair{99, 1}), a);
   pool.CheckInvariants();
+}
+
+// The open-addressing index against std::map, with keys crowded into few home slots so that
+// clusters wrap around the table and backward-shift deletion is exercised.
+TEST(PrefixIndexTest, MatchesMapUnderRandomInsertErase) {
+  PrefixIndex index(16);  // 32 slots
+  std::map<uint64_t, int32_t> ref;
+  std::mt19937_64 rng(5);
+  for (int op = 0; op < 20000; ++op) {
+    const uint64_t key = (rng() % 24) * 32 + (rng() % 2 ? 30 : 1);
+    PrefixIndex::Slot* slot = index.Find(key);
+    auto it = ref.find(key);
+    ASSERT_EQ(slot != nullptr, it != ref.end());
+    if (slot != nullptr) {
+      ASSERT_EQ(slot->block, it->second);
+      if (rng() % 2) {
+        index.Erase(slot);
+        ref.erase(it);
+      }
+    } else if (ref.size() < 16) {
+      const int32_t block = static_cast<int32_t>(rng() % 1000);
+      index.Insert(key, block, 0);
+      ref[key] = block;
+    }
+    ASSERT_EQ(index.size(), ref.size());
+  }
+  for (const auto& [key, block] : ref) {
+    ASSERT_NE(index.Find(key), nullptr);
+    EXPECT_EQ(index.Find(key)->block, block);
+  }
 }
 
 }  // namespace

@@ -30,8 +30,8 @@ class CoordinatorTest : public ::testing::Test {
     request_ = Literal(1, Iota(num_tokens));
     HashCursor cur;
     hashes_.clear();
-    ExtendBlockHashes(request_, coord_->hash_block_size(),
-                      num_tokens / coord_->hash_block_size(), &cur, &hashes_);
+    ExtendBlockHashes(request_, coord_->hash_block_size(), num_tokens / coord_->hash_block_size(),
+                      &cur, &hashes_);
     out_.assign(plan.groups.size(), {});
   }
   // Publishes block j of group g (as a cached, free block) and returns its id.
@@ -62,8 +62,8 @@ class CoordinatorTest : public ::testing::Test {
 // cdiv(W - 1, B) contiguous blocks. reference §9.3: "simple hybrid" (full + one other) is one pass.
 // Full B = 8 (blocks 0..3 cached), SWA B = 4, W = 9 → need 2, cached 4, 5, 6; S = A = 8, H = 4.
 TEST_F(CoordinatorTest, SlidingWindowRunMustEndOnAlignment) {
-  Init(Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kSlidingWindow, 4, 9)}, 32, 8,
-            4, 8),
+  Init(Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kSlidingWindow, 4, 9)}, 32, 8, 4,
+            8),
        40);
   for (int j = 0; j < 4; ++j) CacheBlock(0, j);
   for (int j : {4, 5, 6}) CacheBlock(1, j);
@@ -102,9 +102,9 @@ TEST_F(CoordinatorTest, FixedPointWithThreeSpecGroups) {
 // Groups with the same spec are looked up as one batch: a block is a hit only if every group of
 // the batch has it (reference §9.3 SpecGroup).
 TEST_F(CoordinatorTest, IdenticalGroupsAreBatched) {
-  Init(Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kFullAttention, 4)}, 32, 4, 4,
-            4),
-       17);
+  Init(
+      Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kFullAttention, 4)}, 32, 4, 4, 4),
+      17);
   for (int j = 0; j < 4; ++j) CacheBlock(0, j);
   for (int j = 0; j < 2; ++j) CacheBlock(1, j);
   EXPECT_EQ(Find(16), 8);
@@ -123,7 +123,7 @@ TEST_F(CoordinatorTest, HybridEagleDrop) {
   for (int j = 0; j < 3; ++j) CacheBlock(0, j);  // 24 tokens
   for (int j = 0; j < 4; ++j) CacheBlock(1, j);
   EXPECT_EQ(Find(39), 16);  // 24 cached, one unit dropped
-  CacheBlock(0, 3);          // now 32 cached: 24 survives
+  CacheBlock(0, 3);         // now 32 cached: 24 survives
   EXPECT_EQ(Find(39), 24);
 }
 

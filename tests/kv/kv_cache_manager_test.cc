@@ -65,7 +65,7 @@ TEST(KvCacheManagerTest, EvictionVictimsFollowFreeOrder) {
   const Request a = Literal(1, Iota(9));
   Prefill(m, a);  // blocks 1 2 3; 1 and 2 cached, 3 holds token 8 only
   EXPECT_EQ(m.BlockTable(1, 0), (std::vector<int32_t>{1, 2, 3}));
-  Finish(m, a);   // queue: 3 4 5 6 7 | 2 1
+  Finish(m, a);  // queue: 3 4 5 6 7 | 2 1
   EXPECT_EQ(m.num_free_blocks(), 7);
   const Request other = Literal(2, Iota(24, 1000));  // 6 blocks: 3 4 5 6 7 then evicts 2
   Prefill(m, other);
@@ -84,7 +84,7 @@ TEST(KvCacheManagerTest, TouchOnHitProtectsAndRefreshes) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 6), Checked());  // 5 usable
   const Request a = Literal(1, Iota(9));
   Prefill(m, a);
-  Finish(m, a);  // queue: 3 4 5 | 2 1
+  Finish(m, a);                            // queue: 3 4 5 | 2 1
   const Request b = Literal(2, Iota(17));  // hit 8 (blocks 1 2), needs 3 more: 3 4 5
   m.AddRequest(&b);
   const PrefixHit h = m.GetComputedBlocks(2);
@@ -105,8 +105,7 @@ TEST(KvCacheManagerTest, TouchOnHitProtectsAndRefreshes) {
 
 // reference §10.1: allocation covers computed + new + lookahead; all groups or none.
 TEST(KvCacheManagerTest, LookaheadAndAllOrNothing) {
-  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kMla, 4)}, 7, 4,
-                     4, 4);
+  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kMla, 4)}, 7, 4, 4, 4);
   KvCacheManager m(plan, Checked());  // 6 usable
   const Request a = Literal(1, Iota(9));
   m.AddRequest(&a);
@@ -147,7 +146,7 @@ TEST(KvCacheManagerTest, DraftsAreNeverCached) {
   ASSERT_TRUE(m.AllocateSlots(1, 7, 4, 0, 3));
   EXPECT_EQ(m.counters().cached_blocks, 2);
   EXPECT_EQ(m.NumHeldBlocks(1), 4);  // 14 tokens of slots
-  m.SetNumTokens(1, 12);  // 3 drafts accepted + 1 bonus
+  m.SetNumTokens(1, 12);             // 3 drafts accepted + 1 bonus
   ASSERT_TRUE(m.AllocateSlots(1, 11, 4, 0, 3));
   EXPECT_EQ(m.counters().cached_blocks, 3);  // block 2 now verified
   Finish(m, a);
@@ -157,10 +156,10 @@ TEST(KvCacheManagerTest, DraftsAreNeverCached) {
 // sliding-window groups, a 112-token request: 7 + 2 + 2 = 11 blocks once the out-of-window
 // blocks are replaced by the null block and freed.
 TEST(KvCacheManagerTest, DesignNoteExampleSevenPlusTwoPlusTwo) {
-  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 16),
-                      Group(LayerKind::kSlidingWindow, 16, 32),
-                      Group(LayerKind::kSlidingWindow, 16, 32)},
-                     64, 16, 16, 16);
+  KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 16, 32),
+            Group(LayerKind::kSlidingWindow, 16, 32)},
+           64, 16, 16, 16);
   KvCacheManager m(plan, Checked());
   const Request a = Literal(1, Iota(112));
   m.AddRequest(&a);
@@ -248,8 +247,9 @@ TEST(KvCacheManagerTest, AlignmentLoss) {
   Finish(m, b);
   // With the window 7 (need 1 < A/B = 2) only SWA blocks ending on A-boundaries are published,
   // so no group-wide cached prefix reaches past 12: no loss.
-  KvPlan masked = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 7)},
-                       128, 12, 2, 12);
+  KvPlan masked =
+      Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 7)}, 128, 12,
+           2, 12);
   KvCacheManager m2(masked, Checked());
   Prefill(m2, a);
   EXPECT_EQ(m2.counters().cached_blocks, 6 + 2);
@@ -270,7 +270,8 @@ TEST(KvCacheManagerTest, ChunkedLocalHit) {
   Finish(m, a);
   const Request b = Literal(2, Iota(21));  // max_hit 20: chunk starts at 16, block 4 cached
   EXPECT_EQ(Prefill(m, b).hit_tokens, 20);
-  EXPECT_EQ(m.BlockTable(2, 0), (std::vector<int32_t>{0, 0, 0, 0, m.BlockTable(2, 0)[4], m.BlockTable(2, 0)[5]}));
+  EXPECT_EQ(m.BlockTable(2, 0),
+            (std::vector<int32_t>{0, 0, 0, 0, m.BlockTable(2, 0)[4], m.BlockTable(2, 0)[5]}));
   EXPECT_NE(m.BlockTable(2, 0)[4], 0);
   Finish(m, b);
   const Request c = Literal(3, Concat({900}, Iota(16)));  // 17 tokens, all different content
@@ -282,8 +283,8 @@ TEST(KvCacheManagerTest, ChunkedLocalHit) {
 // reference §9.2 / §10 mamba (align mode): a hit needs the state cached exactly at an
 // A-aligned boundary; states are cached where an aligned step ends.
 TEST(KvCacheManagerTest, MambaHitNeedsStateAtBoundary) {
-  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 32, 8,
-                     8, 8);
+  KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 32, 8, 8, 8);
   KvCacheManager m(plan, Checked());
   const Request a = Literal(1, Iota(20));
   m.AddRequest(&a);
@@ -319,6 +320,82 @@ TEST(KvCacheManagerTest, UnitaryEagleDrop) {
   Finish(m, b);
 }
 
+// reference §10.2 / §9.4: a hybrid eagle group publishes one block past the last S boundary, and
+// that block is what lets the EAGLE drop keep the candidate. Full B = 4 (eagle), SWA B = 8,
+// W = 9 (need 1); S = A = 8, H = 4.
+TEST(KvCacheManagerTest, HybridEagleGroupCachesOneBlockPastS) {
+  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4, 0, /*eagle=*/true),
+                      Group(LayerKind::kSlidingWindow, 8, 9)},
+                     64, 8, 4, 8);
+  KvCacheManager m(plan, Checked());
+  const Request a = Literal(1, Iota(14));
+  Prefill(m, a);
+  // round_down(14, 8) = 8; the eagle group goes to min(14, 8 + 4) = 12: 3 blocks; SWA: 1.
+  EXPECT_EQ(m.counters().cached_blocks, 3 + 1);
+  Finish(m, a);
+  // max_hit 16: full finds 12 tokens, drops 4, aligns to 8; SWA serves 8.
+  const Request b = Literal(2, Concat(Iota(14), {70, 71, 72}));
+  EXPECT_EQ(Prefill(m, b).hit_tokens, 8);
+  Finish(m, b);
+}
+
+// reference §10.2 multi-module MTP: num_reprefillable tokens at the end are never cached.
+TEST(KvCacheManagerTest, ReprefillableTokensAreNotCached) {
+  KvCacheOptions o = Checked();
+  o.num_reprefillable_tokens = 1;
+  KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16), o);
+  const Request a = Literal(1, Iota(8));
+  Prefill(m, a);
+  EXPECT_EQ(m.counters().cached_blocks, 1);  // n = 8 - 1 = 7: one full block
+  Finish(m, a);
+  const Request b = Literal(2, Iota(9));
+  EXPECT_EQ(Prefill(m, b).hit_tokens, 4);
+  EXPECT_EQ(m.counters().cached_blocks, 2);  // n = 9 - 1 = 8
+  Finish(m, b);
+}
+
+// Partial (fine-grained) hits, reference §7, §8.2, §9.2: MLA B = 8 and mamba B = 8 with a
+// prefix_match_unit H = 2, so A = H. A step that ends on an H boundary inside a block registers
+// the full-attention tail block and the mamba state under that boundary's fine hash; a later
+// request hits there (phase 2), copying the tail block instead of sharing it (copy-on-write).
+TEST(KvCacheManagerTest, PartialHitsAtHashBoundaries) {
+  KvPlan plan = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)}, 32, 8, 2, 2);
+  plan.partial_hits = true;
+  KvCacheManager m(plan, Checked());
+  const Request a = Literal(1, Iota(13));
+  m.AddRequest(&a);
+  m.GetComputedBlocks(1);
+  ASSERT_TRUE(m.AllocateSlots(1, 0, 12, 0, 0));      // step ends at 12 (an H boundary)
+  EXPECT_EQ(m.counters().cached_blocks, 1 + 1 + 1);  // MLA block 0, MLA tail @12, state @12
+  const int32_t a_tail = m.BlockTable(1, 0)[1];
+  const int32_t a_state = m.BlockTable(1, 1)[1];
+  ASSERT_TRUE(m.AllocateSlots(1, 12, 1, 0, 0));  // continues in a fresh state block
+  EXPECT_NE(m.BlockTable(1, 1)[1], a_state);
+  Finish(m, a);
+  const Request b = Literal(2, Concat(Iota(12), {90, 91, 92, 93}));
+  m.AddRequest(&b);
+  const PrefixHit h = m.GetComputedBlocks(2);
+  EXPECT_EQ(h.hit_tokens, 12);
+  EXPECT_EQ(h.alignment_loss_tokens, 0);
+  ASSERT_TRUE(m.AllocateSlots(2, 0, 4, 12, 0));
+  const std::vector<int32_t> t = m.BlockTable(2, 0);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_NE(t[1], a_tail);  // copied, not shared
+  Finish(m, b);
+
+  // The same without partial hits (A = S = 8): no state at a block boundary, no hit.
+  plan.partial_hits = false;
+  plan.hit_alignment = 8;
+  KvCacheManager m2(plan, Checked());
+  m2.AddRequest(&a);
+  m2.GetComputedBlocks(1);
+  ASSERT_TRUE(m2.AllocateSlots(1, 0, 12, 0, 0));
+  ASSERT_TRUE(m2.AllocateSlots(1, 12, 1, 0, 0));
+  Finish(m2, a);
+  EXPECT_EQ(Prefill(m2, b).hit_tokens, 0);
+  Finish(m2, b);
+}
+
 // Without prefix caching: no lookups, nothing cached.
 TEST(KvCacheManagerTest, PrefixCachingDisabled) {
   KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 16);
@@ -331,6 +408,25 @@ TEST(KvCacheManagerTest, PrefixCachingDisabled) {
   const Request b = Literal(2, Iota(9));
   EXPECT_EQ(Prefill(m, b).hit_tokens, 0);
   Finish(m, b);
+}
+
+// Hybrid plans without prefix caching need no H or A (vLLM returns (S, S) there, §7); a plan
+// with caching on but B not a multiple of H (refused by vLLM at startup) runs without caching.
+TEST(KvCacheManagerTest, HybridWithoutUsableHashGranularity) {
+  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 13)},
+                     64, 12, 0, 0);
+  plan.enable_prefix_caching = false;
+  KvCacheManager m(plan, Checked());
+  const Request a = Literal(1, Iota(30));
+  Prefill(m, a);
+  EXPECT_EQ(m.NumHeldBlocks(1), 8 + 5);
+  Finish(m, a);
+  KvPlan bad = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 13)},
+                    64, 12, 4, 12);
+  KvCacheManager m2(bad, Checked());
+  Prefill(m2, a);
+  EXPECT_EQ(m2.counters().cached_blocks, 0);
+  Finish(m2, a);
 }
 
 // Namespaces (cache_salt / LoRA) never share blocks (reference §8.1).
@@ -362,6 +458,24 @@ TEST(KvCacheManagerTest, PreemptedRequestFindsItsOwnBlocks) {
   EXPECT_EQ(m.GetComputedBlocks(1).hit_tokens, 8);
   ASSERT_TRUE(m.AllocateSlots(1, 0, 2, 8, 0));
   Finish(m, a);
+}
+
+// A remembered hit whose blocks were evicted before AllocateSlots is a caller bug: abort loudly
+// instead of serving evicted content.
+TEST(KvCacheManagerDeathTest, StaleHitAborts) {
+  KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 4), Checked());  // 3 usable
+  const Request a = Literal(1, Iota(9));
+  Prefill(m, a);
+  Finish(m, a);
+  const Request b = Literal(2, Iota(9));
+  m.AddRequest(&b);
+  ASSERT_EQ(m.GetComputedBlocks(2).hit_tokens, 8);
+  const Request c = Literal(3, Iota(12, 500));  // takes all three blocks: evicts a's blocks
+  Prefill(m, c);
+  EXPECT_DEATH(m.AllocateSlots(2, 0, 1, 8, 0), "stale prefix hit");
+  // Looking up again is the supported path.
+  Finish(m, c);
+  EXPECT_EQ(m.GetComputedBlocks(2).hit_tokens, 0);
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ struct Sim {
 
 int64_t Lcp(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b, int64_t n) {
   int64_t i = 0;
-  const int64_t m = std::min<int64_t>({n, static_cast<int64_t>(a.size()),
-                                       static_cast<int64_t>(b.size())});
+  const int64_t m =
+      std::min<int64_t>({n, static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size())});
   while (i < m && a[i] == b[i]) ++i;
   return i;
 }
@@ -214,6 +214,21 @@ TEST(KvStressTest, HybridWithMambaAndChunked) {
                     Group(LayerKind::kMamba, 12)},
                    150, 12, 2, 12),
               23, 80, false);
+}
+
+TEST(KvStressTest, PartialHits) {
+  KvPlan plan = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)}, 80, 8, 2, 2);
+  plan.partial_hits = true;
+  RunWorkload(plan, 31, 80, false);
+  KvPlan three = Plan(
+      {Group(LayerKind::kFullAttention, 4), Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)},
+      120, 8, 2, 2);
+  three.partial_hits = true;
+  RunWorkload(three, 32, 80, false);
+  KvPlan eagle = Plan({Group(LayerKind::kMla, 8, 0, /*eagle=*/true), Group(LayerKind::kMamba, 8)},
+                      80, 8, 2, 2);
+  eagle.partial_hits = true;
+  RunWorkload(eagle, 33, 80, false);
 }
 
 }  // namespace

@@ -75,6 +75,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadModelCase{R"({"layers": [{"kind": "full_attention", "count": 1, "num_kv_heads": 8,
                         "head_size": 64, "kv_dtype": "int3"}]})",
                      "unknown dtype 'int3'"},
+        BadModelCase{R"({"layers": [{"kind": "mla", "count": 1, "kv_lora_rank": 512,
+                        "qk_rope_head_dim": 64, "kv_lora_rnak": 3}]})",
+                     "field 'layers[0].kv_lora_rnak': unknown field"},
         BadModelCase{R"({"layers": []})", "field 'layers': must be a non-empty list"},
         BadModelCase{R"({"name": "x"})", "field 'layers': missing"},
         BadModelCase{"{\"layers\": [\n{\"kind\": \"mla\", \"count\": 1,", "bad.json:2: invalid JSON"}));

@@ -66,6 +66,15 @@ TEST(NewPolicyTest, BudgetThatFitsNothingFallsBackToSmallest) {
   EXPECT_EQ(New(Backend({Int(32), MultipleOf(16)}), 1024, std::nullopt, 8), 16);
   EXPECT_EQ(New(Backend({Int(16), Int(32)}), 1024, std::nullopt, 8), 16);
 }
+TEST(NewDivisorOfPolicyTest, KeepsPrimaryElseFallsBackToOld) {
+  const BlockSizePolicy* p = FindPolicy("new_divisor_of");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->SlidingWindowBlockSize(Backend({MultipleOf(16)}), 1024, std::nullopt, 1536), 1536);
+  // FlashInfer: new would pick 64 (not P), so the old smallest block 16 comes back.
+  EXPECT_EQ(p->SlidingWindowBlockSize(Backend({Int(16), Int(32), Int(64)}), 1024, std::nullopt, 1536),
+            16);
+}
+
 TEST(NewPolicyTest, SharedPageBehaviourUnchanged) {
   EXPECT_EQ(New(Backend({Int(16), Int(32), Int(64)}), 1024, 40000, 1536), 32);
 }

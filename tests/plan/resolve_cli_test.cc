@@ -116,3 +116,25 @@ TEST(ResolveCliTest, MlaThatCanBeNeitherScaledNorPaddedExitsTwo) {
 
 }  // namespace
 }  // namespace prefixsim
+
+namespace prefixsim {
+namespace {
+
+TEST(ResolveCliTest, KvCacheDtypeFlagReachesHuggingFaceImport) {
+  const std::string config = std::string(PREFIXSIM_SOURCE_DIR) + "/tests/data/hf/llama-3.1-8b-instruct.json";
+  auto bf16 = prefixsim::testing::RunCli("resolve -m " + config + " -e llama-3.1-8b --json");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  auto fp8 = prefixsim::testing::RunCli("resolve -m " + config +
+                                        " -e llama-3.1-8b --kv-cache-dtype fp8 --json");
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.output;
+  const auto bf16_page = nlohmann::json::parse(bf16.output)["groups"][0]["page_bytes"].get<int64_t>();
+  const auto fp8_page = nlohmann::json::parse(fp8.output)["groups"][0]["page_bytes"].get<int64_t>();
+  EXPECT_EQ(bf16_page, 2 * fp8_page);
+  auto bad = prefixsim::testing::RunCli("resolve -m " + config +
+                                        " -e llama-3.1-8b --kv-cache-dtype int2");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_THAT(bad.output, ::testing::HasSubstr("--kv-cache-dtype"));
+}
+
+}  // namespace
+}  // namespace prefixsim

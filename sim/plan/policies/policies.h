@@ -22,6 +22,7 @@ inline std::optional<int> LargestFitting(const std::vector<int>& candidates,
 
 std::unique_ptr<BlockSizePolicy> MakeOldPolicy();
 std::unique_ptr<BlockSizePolicy> MakeNewPolicy();
+std::unique_ptr<BlockSizePolicy> MakeNewDivisorOfPolicy();
 
 }  // namespace prefixsim
 

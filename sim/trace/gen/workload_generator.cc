@@ -89,8 +89,7 @@ class ArrivalProcess {
 
 class Generator {
  public:
-  explicit Generator(const WorkloadOptions& options)
-      : options_(options), sampler_(options.seed) {}
+  explicit Generator(const WorkloadOptions& options) : options_(options), sampler_(options.seed) {}
 
   std::vector<GeneratedRequest> Run() {
     if (options_.kind == "chat") Chat();
@@ -199,8 +198,8 @@ class Generator {
     std::vector<double> popularity;
     const int64_t max_document = std::max<int64_t>(1000, options_.max_prompt_tokens - 8000);
     for (int i = 0; i < 24; ++i) {
-      documents.push_back(NewPiece(sampler_.LogNormal(9000, 0.6, 1000, std::max<int64_t>(
-                                                                              1000, max_document))));
+      documents.push_back(
+          NewPiece(sampler_.LogNormal(9000, 0.6, 1000, std::max<int64_t>(1000, max_document))));
       popularity.push_back(1.0 / (i + 1));
     }
     ArrivalProcess arrivals = Arrivals(options_.rate_per_s);
@@ -246,9 +245,8 @@ absl::StatusOr<std::vector<GeneratedRequest>> GenerateWorkload(const WorkloadOpt
                                                    "'; one of ", absl::StrJoin(kinds, ", ")));
   }
   if (options.arrival != "poisson" && options.arrival != "bursty") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--arrival: unknown arrival process '", options.arrival,
-                     "'; one of poisson, bursty"));
+    return absl::InvalidArgumentError(absl::StrCat("--arrival: unknown arrival process '",
+                                                   options.arrival, "'; one of poisson, bursty"));
   }
   if (options.requests < 1) return absl::InvalidArgumentError("--requests must be positive");
   if (!std::isfinite(options.rate_per_s) || options.rate_per_s <= 0) {
@@ -285,8 +283,8 @@ std::string FormatMooncakeTrace(const std::vector<GeneratedRequest>& requests,
       uint64_t h = MixPair(chain, static_cast<uint64_t>(remaining));
       while (remaining > 0) {
         const ContentSegment& s = request.prompt[segment];
-        uint32_t take = static_cast<uint32_t>(
-            std::min<int64_t>(remaining, s.length - offset_in_segment));
+        uint32_t take =
+            static_cast<uint32_t>(std::min<int64_t>(remaining, s.length - offset_in_segment));
         h = MixPair(h, MixPair(s.content_id, s.offset + offset_in_segment));
         h = MixPair(h, take);
         remaining -= take;

@@ -2,7 +2,8 @@
 // and shared-document / few-shot requests, with Poisson or bursty arrivals. All randomness comes
 // from one std::mt19937_64 seeded by --seed, and the distributions are computed here from its raw
 // bits (not std::*_distribution, whose algorithms differ between standard libraries), so the same
-// seed gives the same file.
+// seed gives the same file. (They still use std::log/exp/cos: a libm that rounds differently in
+// the last bit could, rarely, change a length by one token on another platform.)
 #ifndef PREFIXSIM_SIM_TRACE_GEN_WORKLOAD_GENERATOR_H_
 #define PREFIXSIM_SIM_TRACE_GEN_WORKLOAD_GENERATOR_H_
 
@@ -16,10 +17,10 @@
 namespace prefixsim {
 
 struct WorkloadOptions {
-  std::string kind = "chat";       // chat | agentic | shared_doc
+  std::string kind = "chat";  // chat | agentic | shared_doc
   uint64_t seed = 1;
   int64_t requests = 300;
-  double rate_per_s = 1.0;         // mean request rate (sessions start at rate / turns per session)
+  double rate_per_s = 1.0;  // mean request rate (sessions start at rate / turns per session)
   std::string arrival = "poisson";  // poisson | bursty
   int64_t max_prompt_tokens = 65536;
 };

@@ -1,0 +1,380 @@
+#include "prefixsim/analyze.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace prefixsim {
+namespace {
+
+ContentSegment Virtual(uint64_t content_id, uint32_t offset, uint32_t length) {
+  return ContentSegment{content_id, offset, length};
+}
+
+Request Prompt(std::vector<ContentSegment> segments, uint64_t namespace_key = 0) {
+  Request r;
+  for (const ContentSegment& s : segments) r.prompt_tokens += s.length;
+  r.prompt = std::move(segments);
+  r.namespace_key = namespace_key;
+  return r;
+}
+
+Request Tokens(std::vector<uint32_t> tokens) {
+  Request r;
+  r.prompt_tokens = static_cast<int64_t>(tokens.size());
+  r.prompt.push_back(
+      ContentSegment{ContentSegment::kLiteralContent, 0, static_cast<uint32_t>(tokens.size())});
+  r.literal_tokens = std::move(tokens);
+  return r;
+}
+
+AnalyzeOptions Options(int64_t block_tokens, std::vector<int64_t> alignments,
+                       std::vector<int64_t> capacities = {}) {
+  AnalyzeOptions o;
+  o.block_tokens = block_tokens;
+  o.alignments = std::move(alignments);
+  o.capacities = std::move(capacities);
+  return o;
+}
+
+int64_t HitTokensAt(const AnalyzeResult& r, int64_t alignment) {
+  for (const AlignmentPoint& p : r.alignment_curve) {
+    if (p.alignment == alignment) return p.hit_tokens;
+  }
+  ADD_FAILURE() << "no alignment " << alignment;
+  return -1;
+}
+
+constexpr uint64_t kA = 101, kB = 102, kC = 103, kD = 104;
+
+// Four prompts with 4-token blocks:
+//   R0 = A[0,12)           blocks a0 a1 a2
+//   R1 = A[0,8)  B[0,4)    a0 a1 b0          (branches after a1)
+//   R2 = A[0,12) C[0,2)    a0 a1 a2 c        (c is a partial block)
+//   R3 = D[0,4)            d0                (a second tree)
+std::vector<Request> KnownForest() {
+  return {Prompt({Virtual(kA, 0, 12)}), Prompt({Virtual(kA, 0, 8), Virtual(kB, 0, 4)}),
+          Prompt({Virtual(kA, 0, 12), Virtual(kC, 0, 2)}), Prompt({Virtual(kD, 0, 4)})};
+}
+
+TEST(AnalyzeTest, KnownForestCounts) {
+  auto result = AnalyzeRequests(KnownForest(), Options(4, {1, 3, 4, 8, 16}));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const AnalyzeResult& r = *result;
+  EXPECT_EQ(r.block_tokens, 4);
+  EXPECT_EQ(r.requests, 4);
+  EXPECT_EQ(r.prompt_tokens, 42);
+  EXPECT_EQ(r.blocks, 11);
+  EXPECT_EQ(r.reused_blocks, 5);  // a0 a1 in R1, a0 a1 a2 in R2
+  EXPECT_EQ(r.unique_blocks, 6);
+  EXPECT_EQ(r.unique_full_blocks, 5);  // all but c
+  EXPECT_DOUBLE_EQ(r.reused_block_fraction, 5.0 / 11.0);
+
+  const ForestStats& f = r.forest;
+  EXPECT_EQ(f.nodes, 6);
+  EXPECT_EQ(f.edges, 4);   // a0->a1, a1->a2, a1->b0, a2->c
+  EXPECT_EQ(f.roots, 2);   // a0, d0
+  EXPECT_EQ(f.leaves, 3);  // b0, c, d0
+  EXPECT_EQ(f.internal_nodes, 3);
+  EXPECT_EQ(f.branch_nodes, 1);  // a1
+  EXPECT_EQ(f.max_out_degree, 2);
+  EXPECT_EQ(f.max_depth, 4);  // a0 a1 a2 c
+  EXPECT_DOUBLE_EQ(f.mean_internal_out_degree, 4.0 / 3.0);
+  ASSERT_EQ(f.out_degree_histogram.size(), 2u);
+  EXPECT_EQ(f.out_degree_histogram[0].min_degree, 1);
+  EXPECT_EQ(f.out_degree_histogram[0].nodes, 2);  // a0, a2
+  EXPECT_EQ(f.out_degree_histogram[1].min_degree, 2);
+  EXPECT_EQ(f.out_degree_histogram[1].max_degree, 3);
+  EXPECT_EQ(f.out_degree_histogram[1].nodes, 1);  // a1
+
+  // Shared prefixes: R0 0, R1 8, R2 12, R3 0.
+  const SharedPrefixStats& s = r.shared_prefix;
+  EXPECT_EQ(s.requests_with_shared_prefix, 2);
+  EXPECT_EQ(s.shared_tokens, 20);
+  EXPECT_EQ(s.max_tokens, 12);
+  EXPECT_EQ(s.p50_tokens, 0);
+  EXPECT_EQ(s.p90_tokens, 12);
+  // Buckets: {0}: 2 requests, [8,15]: 2 requests.
+  ASSERT_EQ(s.histogram.size(), 5u);
+  EXPECT_EQ(s.histogram[0].requests, 2);
+  EXPECT_EQ(s.histogram[4].min_tokens, 8);
+  EXPECT_EQ(s.histogram[4].max_tokens, 15);
+  EXPECT_EQ(s.histogram[4].requests, 2);
+}
+
+TEST(AnalyzeTest, KnownForestAlignmentCurve) {
+  auto r = AnalyzeRequests(KnownForest(), Options(4, {16, 8, 4, 3, 1, 4}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Sorted, de-duplicated.
+  std::vector<int64_t> alignments;
+  for (const AlignmentPoint& p : r->alignment_curve) alignments.push_back(p.alignment);
+  EXPECT_THAT(alignments, testing::ElementsAre(1, 3, 4, 8, 16));
+  // R1 shares 8 of 12 (cap 11), R2 shares 12 of 14 (cap 13).
+  EXPECT_EQ(HitTokensAt(*r, 1), 20);
+  EXPECT_EQ(HitTokensAt(*r, 3), 6 + 12);
+  EXPECT_EQ(HitTokensAt(*r, 4), 8 + 12);
+  EXPECT_EQ(HitTokensAt(*r, 8), 8 + 8);
+  EXPECT_EQ(HitTokensAt(*r, 16), 0);
+  EXPECT_EQ(r->max_hit_tokens, 20);
+  EXPECT_DOUBLE_EQ(r->alignment_curve[3].hit_rate, 16.0 / 42.0);
+}
+
+TEST(AnalyzeTest, KnownForestCapacityCurve) {
+  auto r = AnalyzeRequests(KnownForest(), Options(4, {4}, {1, 2, 3, 100}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->capacity_curve.size(), 4u);
+  // Capacity 1: only a0 can survive between requests: LRU keeps a0 after R0 (the first block is
+  // most recent), so R1 hits 4; R1 leaves a0 again, R2 hits 4.
+  EXPECT_EQ(r->capacity_curve[0].lru_hit_tokens, 8);
+  EXPECT_EQ(r->capacity_curve[0].optimal_hit_tokens, 8);
+  // Capacity 2: a0 a1 survive: R1 hits 8, R2 hits 8 (a2 was evicted for a0 a1 after R1).
+  EXPECT_EQ(r->capacity_curve[1].lru_hit_tokens, 16);
+  // The optimum keeps a0 a1 after R0 and never inserts b0 (not used again), so also 16; at
+  // capacity 3 it keeps a2 as well: R2 hits 12.
+  EXPECT_EQ(r->capacity_curve[1].optimal_hit_tokens, 16);
+  EXPECT_EQ(r->capacity_curve[2].optimal_hit_tokens, 20);
+  // LRU at 3: after R1 the cache is a0 a1 b0 (a2 evicted), so R2 hits 8.
+  EXPECT_EQ(r->capacity_curve[2].lru_hit_tokens, 16);
+  // Unbounded: both equal the alignment curve at the block size.
+  EXPECT_EQ(r->capacity_curve[3].lru_hit_tokens, 20);
+  EXPECT_EQ(r->capacity_curve[3].optimal_hit_tokens, 20);
+  EXPECT_DOUBLE_EQ(r->capacity_curve[3].lru_hit_rate, 20.0 / 42.0);
+}
+
+TEST(AnalyzeTest, DefaultCapacitiesArePowersOfTwoAndUniqueFullBlocks) {
+  auto r = AnalyzeRequests(KnownForest(), Options(4, {4}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int64_t> capacities;
+  for (const CapacityPoint& p : r->capacity_curve) capacities.push_back(p.capacity_blocks);
+  EXPECT_THAT(capacities, testing::ElementsAre(1, 2, 4, 5));
+}
+
+TEST(AnalyzeTest, LastTokenIsNeverAHit) {
+  // The same 8 tokens twice: the second request shares all 8 but can hit at most 7.
+  std::vector<Request> reqs = {Prompt({Virtual(kA, 0, 8)}), Prompt({Virtual(kA, 0, 8)})};
+  auto r = AnalyzeRequests(reqs, Options(4, {1, 4, 8}, {100}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->shared_prefix.max_tokens, 8);
+  EXPECT_EQ(HitTokensAt(*r, 1), 7);
+  EXPECT_EQ(HitTokensAt(*r, 4), 4);
+  EXPECT_EQ(HitTokensAt(*r, 8), 0);
+  EXPECT_EQ(r->capacity_curve[0].lru_hit_tokens, 4);
+  EXPECT_DOUBLE_EQ(r->reused_block_fraction, 0.5);
+}
+
+TEST(AnalyzeTest, TokenExactPartialMatchesInsideABlock) {
+  std::vector<Request> reqs = {
+      Tokens({1, 2, 3, 4, 5, 6}),           // blocks [1 2 3 4] [5 6]
+      Tokens({1, 2, 3, 4, 5, 6, 7, 8, 9}),  // [5 6 7 8] starts with the cached [5 6]: 6 shared
+      Tokens({1, 2, 3, 4, 5, 9}),           // [5 9]: 1 more token than the full block
+      Tokens({1, 2, 3, 4, 5, 6, 7}),        // [5 6 7] is a prefix of [5 6 7 8]: all 7 shared
+      Tokens({9, 2, 3, 4}),                 // nothing
+  };
+  auto r = AnalyzeRequests(reqs, Options(4, {1, 2, 4}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Shared: 0, 6, 5, 7, 0; capped at L-1: 0, 6, 5, 6, 0.
+  EXPECT_EQ(r->shared_prefix.shared_tokens, 18);
+  EXPECT_EQ(r->shared_prefix.max_tokens, 7);
+  EXPECT_EQ(HitTokensAt(*r, 1), 17);
+  EXPECT_EQ(HitTokensAt(*r, 2), 6 + 4 + 6);
+  EXPECT_EQ(HitTokensAt(*r, 4), 4 + 4 + 4);
+  // Blocks: 2 + 3 + 2 + 2 + 1 = 10; seen before: [1 2 3 4] three times.
+  EXPECT_EQ(r->blocks, 10);
+  EXPECT_EQ(r->reused_blocks, 3);
+}
+
+TEST(AnalyzeTest, VirtualPartialMatchesUseContentOffsets) {
+  std::vector<Request> reqs = {
+      Prompt({Virtual(kA, 0, 6)}),                     // A[0,4) A[4,6)
+      Prompt({Virtual(kA, 0, 10)}),                    // A[4,8) extends A[4,6): 6 shared
+      Prompt({Virtual(kA, 0, 5), Virtual(kB, 0, 3)}),  // A[4,5) B[0,3): 5 shared
+      Prompt({Virtual(kA, 0, 4), Virtual(kA, 5, 4)}),  // A[5,9) after A[0,4): 4 shared
+  };
+  auto r = AnalyzeRequests(reqs, Options(4, {1}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->shared_prefix.shared_tokens, 0 + 6 + 5 + 4);
+  EXPECT_EQ(HitTokensAt(*r, 1), 0 + 6 + 5 + 4);
+}
+
+TEST(AnalyzeTest, LiteralAndVirtualContentNeverMatch) {
+  std::vector<Request> reqs = {Prompt({Virtual(kA, 1, 8)}), Tokens({1, 2, 3, 4, 5, 6, 7, 8})};
+  auto r = AnalyzeRequests(reqs, Options(4, {1}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reused_blocks, 0);
+  EXPECT_EQ(r->max_hit_tokens, 0);
+}
+
+TEST(AnalyzeTest, IdentityDoesNotDependOnHowSegmentsAreSplit) {
+  Request split_literal;
+  split_literal.literal_tokens = {7, 8, 9, 1, 2, 3, 4};
+  // Tokens 1 2 3 4 7 8 9 as two literal segments in a different storage order.
+  split_literal.prompt = {{ContentSegment::kLiteralContent, 3, 4},
+                          {ContentSegment::kLiteralContent, 0, 3}};
+  split_literal.prompt_tokens = 7;
+  std::vector<Request> reqs = {
+      Prompt({Virtual(kA, 0, 8)}),
+      Prompt({Virtual(kA, 0, 2), Virtual(kA, 2, 3), Virtual(kA, 5, 3), Virtual(kB, 0, 1)}),
+      Tokens({1, 2, 3, 4, 7, 8, 9, 10}),
+      split_literal,
+  };
+  auto r = AnalyzeRequests(reqs, Options(4, {1}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Request 1 reuses both blocks of request 0; request 3 reuses [1 2 3 4] and matches 7 8 9.
+  EXPECT_EQ(r->reused_blocks, 2 + 1);
+  EXPECT_EQ(HitTokensAt(*r, 1), 8 + 6);
+}
+
+TEST(AnalyzeTest, NamespacesNeverShare) {
+  std::vector<Request> reqs = {Prompt({Virtual(kA, 0, 8)}, 1), Prompt({Virtual(kA, 0, 8)}, 2),
+                               Prompt({Virtual(kA, 0, 8)}, 1)};
+  auto r = AnalyzeRequests(reqs, Options(4, {1}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reused_blocks, 2);  // only the third request, from the first
+  EXPECT_EQ(r->forest.roots, 2);
+  EXPECT_EQ(HitTokensAt(*r, 1), 7);
+}
+
+TEST(AnalyzeTest, AutoBlockTokens) {
+  auto virt = AnalyzeRequests({Prompt({Virtual(kA, 0, 1000)})}, Options(0, {16}));
+  ASSERT_TRUE(virt.ok()) << virt.status();
+  EXPECT_EQ(virt->block_tokens, 512);
+  EXPECT_EQ(virt->blocks, 2);
+  auto lit = AnalyzeRequests({Tokens(std::vector<uint32_t>(40, 3))}, Options(0, {16}));
+  ASSERT_TRUE(lit.ok()) << lit.status();
+  EXPECT_EQ(lit->block_tokens, 16);
+  EXPECT_EQ(lit->blocks, 3);
+}
+
+TEST(AnalyzeTest, DefaultAlignmentsArePowersOfTwo) {
+  EXPECT_THAT(DefaultAnalyzeAlignments(),
+              testing::ElementsAre(16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384));
+}
+
+TEST(AnalyzeTest, EmptyTrace) {
+  auto r = AnalyzeRequests({}, Options(4, {4}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->requests, 0);
+  EXPECT_EQ(r->reused_block_fraction, 0);
+  EXPECT_TRUE(r->capacity_curve.empty());
+  ASSERT_EQ(r->alignment_curve.size(), 1u);
+  EXPECT_EQ(r->alignment_curve[0].hit_rate, 0);
+}
+
+TEST(AnalyzeTest, BadRequestsAreInvalidArgument) {
+  Request short_cover = Prompt({Virtual(kA, 0, 8)});
+  short_cover.prompt_tokens = 9;
+  EXPECT_EQ(AnalyzeRequests({short_cover}, Options(4, {4})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Request outside = Tokens({1, 2, 3});
+  outside.prompt[0].offset = 1;
+  EXPECT_EQ(AnalyzeRequests({outside}, Options(4, {4})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AnalyzeTest, BadOptionsAreInvalidArgument) {
+  EXPECT_EQ(AnalyzeRequests({}, Options(-1, {4})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AnalyzeRequests({}, Options(4, {0})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AnalyzeRequests({}, Options(4, {4}, {0})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AnalyzeTest, SourceErrorsPassThrough) {
+  int calls = 0;
+  auto r = AnalyzeRequestStream([&](Request* out) -> absl::StatusOr<bool> {
+    if (calls++ == 0) {
+      *out = Prompt({Virtual(kA, 0, 8)});
+      return true;
+    }
+    return absl::NotFoundError("trace.jsonl:2: gone");
+  });
+  EXPECT_EQ(r.status(), absl::NotFoundError("trace.jsonl:2: gone"));
+}
+
+TEST(AnalyzeTest, StreamAndSpanAgree) {
+  const std::vector<Request> reqs = KnownForest();
+  size_t i = 0;
+  auto streamed = AnalyzeRequestStream(
+      [&](Request* out) -> absl::StatusOr<bool> {
+        if (i == reqs.size()) return false;
+        *out = reqs[i++];
+        return true;
+      },
+      Options(4, {1, 4}));
+  auto spanned = AnalyzeRequests(reqs, Options(4, {1, 4}));
+  ASSERT_TRUE(streamed.ok() && spanned.ok());
+  EXPECT_EQ(AnalyzeResultToJson(*streamed).dump(), AnalyzeResultToJson(*spanned).dump());
+}
+
+TEST(AnalyzeTest, JsonHasTheContractFields) {
+  auto r = AnalyzeRequests(KnownForest(), Options(4, {4, 8}, {2}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const nlohmann::ordered_json j = AnalyzeResultToJson(*r);
+  EXPECT_EQ(j["requests"], 4);
+  EXPECT_EQ(j["prompt_tokens"], 42);
+  EXPECT_EQ(j["unique_blocks"], 6);
+  EXPECT_DOUBLE_EQ(j["reused_block_fraction"].get<double>(), 5.0 / 11.0);
+  ASSERT_EQ(j["alignment_curve"].size(), 2u);
+  EXPECT_EQ(j["alignment_curve"][1]["alignment"], 8);
+  EXPECT_DOUBLE_EQ(j["alignment_curve"][1]["hit_rate"].get<double>(), 16.0 / 42.0);
+  ASSERT_EQ(j["capacity_curve"].size(), 1u);
+  EXPECT_EQ(j["capacity_curve"][0]["capacity_blocks"], 2);
+  EXPECT_DOUBLE_EQ(j["capacity_curve"][0]["lru_hit_rate"].get<double>(), 16.0 / 42.0);
+  EXPECT_DOUBLE_EQ(j["capacity_curve"][0]["optimal_hit_rate"].get<double>(), 16.0 / 42.0);
+  EXPECT_NE(FormatAnalyzeResult(*r).find("reused block fraction 0.4545"), std::string::npos);
+}
+
+// Random literal-token conversations: invariants that must hold on any trace.
+TEST(AnalyzeTest, RandomTracesInvariants) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<std::vector<uint32_t>> history;
+    std::vector<Request> reqs;
+    for (int i = 0; i < 60; ++i) {
+      std::vector<uint32_t> tokens;
+      if (!history.empty() && rng() % 3 != 0) {
+        // Extend or truncate an earlier prompt (multi-turn and shared system prompts).
+        tokens = history[rng() % history.size()];
+        tokens.resize(rng() % (tokens.size() + 1));
+      }
+      const int extra = 1 + static_cast<int>(rng() % 40);
+      for (int k = 0; k < extra; ++k) tokens.push_back(static_cast<uint32_t>(rng() % 3));
+      history.push_back(tokens);
+      reqs.push_back(Tokens(tokens));
+    }
+    const int64_t block = 1 + static_cast<int64_t>(rng() % 8);
+    AnalyzeOptions o = Options(block, {1, 2, 3, 4, 6, 8, 12, 16, block}, {1, 2, 4, 8, 1 << 20});
+    auto r = AnalyzeRequests(reqs, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    // A coarser alignment that is a multiple of a finer one never hits more.
+    for (const AlignmentPoint& fine : r->alignment_curve) {
+      for (const AlignmentPoint& coarse : r->alignment_curve) {
+        if (coarse.alignment % fine.alignment == 0) {
+          EXPECT_LE(coarse.hit_tokens, fine.hit_tokens);
+        }
+      }
+    }
+    EXPECT_EQ(HitTokensAt(*r, 1), r->max_hit_tokens);
+    EXPECT_LE(r->max_hit_tokens, r->shared_prefix.shared_tokens);
+    EXPECT_EQ(r->unique_blocks, r->blocks - r->reused_blocks);
+    EXPECT_EQ(r->forest.nodes, r->unique_blocks);
+    EXPECT_EQ(r->forest.edges, r->forest.nodes - r->forest.roots);
+    // Unbounded capacity: LRU == optimum == the alignment curve at the block size.
+    const CapacityPoint& unbounded = r->capacity_curve.back();
+    EXPECT_EQ(unbounded.lru_hit_tokens, HitTokensAt(*r, block));
+    EXPECT_EQ(unbounded.optimal_hit_tokens, HitTokensAt(*r, block));
+    for (const CapacityPoint& p : r->capacity_curve) {
+      EXPECT_GE(p.optimal_hit_tokens, p.lru_hit_tokens);
+      EXPECT_LE(p.optimal_hit_tokens, unbounded.optimal_hit_tokens);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace prefixsim
