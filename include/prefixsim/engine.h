@@ -121,7 +121,12 @@ struct ReplayResult {
   PrefixCacheStats prefix_cache;
   // vLLM's logged "Prefix cache hit rate": the last hit_rate_window_requests admissions.
   double recent_hit_rate = 0;
-  int64_t alignment_loss_tokens = 0;            // non-preempted admissions
+  int64_t recent_window_requests = 0;
+  // PrefixHit::alignment_loss_tokens summed over non-preempted admissions: the lookup at the hash
+  // granularity H minus the hit at A. It sees only loss at lookup time; in hybrid models the
+  // cache is itself A-aligned (caching rounds down to S, mamba states sit on A boundaries), so
+  // there it is usually 0 and the cost of A shows as a lower hit rate instead.
+  int64_t alignment_loss_tokens = 0;
   int64_t preempted_alignment_loss_tokens = 0;  // preempted re-admissions
   int64_t evicted_blocks = 0;
   int64_t cached_blocks = 0;

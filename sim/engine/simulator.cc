@@ -318,6 +318,7 @@ ReplayResult Simulator::Collect() {
   const SchedulerCounters& c = scheduler_->counters();
   r.prefix_cache = c.prefix_cache;
   r.recent_hit_rate = scheduler_->recent_hit_rate();
+  r.recent_window_requests = options_.hit_rate_window_requests;
   r.alignment_loss_tokens = c.alignment_loss_tokens;
   r.preempted_alignment_loss_tokens = c.preempted_alignment_loss_tokens;
   r.preemptions = c.preemptions;

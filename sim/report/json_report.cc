@@ -50,6 +50,7 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
                        {"hits", pc.hits},
                        {"hit_rate", pc.hit_rate()},
                        {"recent_hit_rate", r.recent_hit_rate},
+                       {"recent_window_requests", r.recent_window_requests},
                        {"preempted_requests", pc.preempted_requests},
                        {"preempted_queries", pc.preempted_queries},
                        {"preempted_hits", pc.preempted_hits},

@@ -38,8 +38,10 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
                         p.groups.size(), p.scheduler_block_size, p.hash_block_size,
                         p.hit_alignment, p.num_blocks, p.bytes_per_block,
                         100.0 * waste.waste_fraction);
-  absl::StrAppendFormat(&s, "Prefix cache hit rate: %.2f%% (%d of %d tokens; last %s: %.2f%%)\n",
-                        100.0 * pc.hit_rate(), pc.hits, pc.queries, "window",
+  absl::StrAppendFormat(&s,
+                        "Prefix cache hit rate: %.2f%% (%d of %d tokens; last %d requests: "
+                        "%.2f%%)\n",
+                        100.0 * pc.hit_rate(), pc.hits, pc.queries, r.recent_window_requests,
                         100.0 * r.recent_hit_rate);
   if (pc.preempted_requests > 0) {
     absl::StrAppendFormat(&s, "  preempted re-admissions: %d, hit rate %.2f%% (%d of %d)\n",
