@@ -67,8 +67,7 @@ BENCHMARK_CAPTURE(ReplayMooncake, kimi_dspark_new, "kimi-k3-dspark", "new")
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(ReplayMooncake, kimi_dspark_old, "kimi-k3-dspark", "old")
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(ReplayMooncake, kimi_nospec_new, "kimi-k3", "new")
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(ReplayMooncake, kimi_nospec_new, "kimi-k3", "new")->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace prefixsim

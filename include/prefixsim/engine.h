@@ -73,9 +73,9 @@ struct PrefixCacheStats {
 };
 
 struct SpecDecodeStats {
-  int64_t num_drafts = 0;       // verification steps that carried at least one draft
-  int64_t draft_tokens = 0;     // draft tokens verified
-  int64_t accepted_tokens = 0;  // of which accepted
+  int64_t num_drafts = 0;                      // verification steps that carried at least one draft
+  int64_t draft_tokens = 0;                    // draft tokens verified
+  int64_t accepted_tokens = 0;                 // of which accepted
   std::vector<int64_t> accepted_per_position;  // accepted drafts at position 0..k-1
   // vLLM's mean acceptance length: 1 + accepted_tokens / num_drafts (1 without drafts).
   double mean_acceptance_length() const {
@@ -109,7 +109,7 @@ struct RequestRecord {
 struct ReplayResult {
   std::string policy;
   KvPlan plan;
-  int64_t requests = 0;          // requests read from the trace
+  int64_t requests = 0;  // requests read from the trace
   int64_t finished_requests = 0;
   // Requests not served: the prompt exceeds max_model_len (vLLM rejects them at input), or the
   // request cannot fit in the whole KV cache (vLLM would wait forever).

@@ -91,10 +91,9 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       }
     }
     if (!options->html_path.empty()) {
-      absl::Status s = WriteTextFile(
-          options->html_path,
-          ComparisonHtml(ok, "prefixsim compare: " + loaded->model.name + " on " +
-                                 options->replay.trace));
+      absl::Status s = WriteTextFile(options->html_path,
+                                     ComparisonHtml(ok, "prefixsim compare: " + loaded->model.name +
+                                                            " on " + options->replay.trace));
       if (!s.ok()) {
         ctx.exit_code = ReportError("compare", s);
         return;

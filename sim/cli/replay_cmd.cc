@@ -57,8 +57,8 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     if (!options->json_path.empty()) {
       ReportOptions report;
       report.include_wall_time = wall;
-      absl::Status s = WriteTextFile(options->json_path,
-                                     ReplayResultToJson(*result, report).dump(2) + "\n");
+      absl::Status s =
+          WriteTextFile(options->json_path, ReplayResultToJson(*result, report).dump(2) + "\n");
       if (!s.ok()) {
         ctx.exit_code = ReportError("replay", s);
         return;

@@ -15,9 +15,9 @@
 namespace prefixsim::cli {
 
 void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
-  cmd->add_option("--trace,-t", o->trace, "trace file (" +
-                                              absl::StrJoin(RegisteredTraceFormats(), ", ") +
-                                              "; .gz/.zst read directly)")
+  cmd->add_option("--trace,-t", o->trace,
+                  "trace file (" + absl::StrJoin(RegisteredTraceFormats(), ", ") +
+                      "; .gz/.zst read directly)")
       ->required();
   AddModelEngineOptions(cmd, &o->model_engine);
   auto* t = cmd->add_option_group("trace shaping");

@@ -29,28 +29,27 @@ constexpr double kParamsPerLayer = 2.0e8;  // ≈ 12 · 4096²: a dense 4K-wide 
 constexpr double kAttnFlopsPerPair = 4.0 * 4096;  // QK and PV, 4096 query dims, 2 FLOP/MAC
 constexpr double kComputeEfficiency = 0.5;
 constexpr double kBandwidthEfficiency = 0.7;
-constexpr double kStepOverheadS = 2e-3;        // scheduling, launch, sampling
-constexpr double kPerBlockOverheadS = 20e-9;   // per block-table entry per step
-constexpr double kWeightBytesPerParam = 2.0;   // bf16
+constexpr double kStepOverheadS = 2e-3;       // scheduling, launch, sampling
+constexpr double kPerBlockOverheadS = 20e-9;  // per block-table entry per step
+constexpr double kWeightBytesPerParam = 2.0;  // bf16
 
 struct AttnClass {
-  int64_t window = 0;  // 0 = whole context
+  int64_t window = 0;          // 0 = whole context
   double bytes_per_token = 0;  // summed over the layers of this class
   double num_layers = 0;
 };
 
 struct BlockClass {
   int64_t block_size = 0;
-  int64_t window = 0;  // 0 = whole context
+  int64_t window = 0;   // 0 = whole context
   bool single = false;  // mamba: one state block
   double count = 0;     // groups of this shape
 };
 
 class AnalyticCostModel : public CostModel {
  public:
-  AnalyticCostModel(const GpuSpec& gpu, double active_params, int tp,
-                    std::vector<AttnClass> attn, double mamba_state_bytes,
-                    std::vector<BlockClass> blocks)
+  AnalyticCostModel(const GpuSpec& gpu, double active_params, int tp, std::vector<AttnClass> attn,
+                    double mamba_state_bytes, std::vector<BlockClass> blocks)
       : gpu_(gpu),
         tp_(std::max(tp, 1)),
         active_params_(active_params),
@@ -66,8 +65,8 @@ class AnalyticCostModel : public CostModel {
       const double n = static_cast<double>(s.new_tokens);
       tokens += n;
       for (const AttnClass& a : attn_) {
-        const int64_t visible = a.window > 0 ? std::min(s.context_tokens, a.window)
-                                             : s.context_tokens;
+        const int64_t visible =
+            a.window > 0 ? std::min(s.context_tokens, a.window) : s.context_tokens;
         const double v = static_cast<double>(visible);
         // Query i attends to about (visible - n + i) keys: n * (visible - n/2) pairs.
         const double pairs = n * std::max(v - 0.5 * std::min(n, v), 1.0);
@@ -80,10 +79,9 @@ class AnalyticCostModel : public CostModel {
           block_entries += b.count;
           continue;
         }
-        const int64_t visible = b.window > 0 ? std::min(s.context_tokens, b.window)
-                                             : s.context_tokens;
-        block_entries += b.count * static_cast<double>((visible + b.block_size - 1) /
-                                                       b.block_size);
+        const int64_t visible =
+            b.window > 0 ? std::min(s.context_tokens, b.window) : s.context_tokens;
+        block_entries += b.count * static_cast<double>((visible + b.block_size - 1) / b.block_size);
       }
     }
     const double flops = 2.0 * active_params_ * tokens / tp_ + attn_flops;

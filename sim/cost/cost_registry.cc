@@ -23,9 +23,9 @@ absl::StatusOr<std::unique_ptr<CostModel>> NewCostModel(const CostModelConfig& c
   for (const Entry& e : kRegistry) {
     if (e.name == config.kind) return e.factory(config, context);
   }
-  return absl::NotFoundError(absl::StrCat("cost_model.kind: unknown cost model \"", config.kind,
-                                          "\"; registered: ",
-                                          absl::StrJoin(RegisteredCostModels(), ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("cost_model.kind: unknown cost model \"", config.kind,
+                   "\"; registered: ", absl::StrJoin(RegisteredCostModels(), ", ")));
 }
 
 std::vector<std::string> RegisteredCostModels() {

@@ -10,11 +10,11 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "sim/cost/cost_model.h"
 
 namespace prefixsim {
@@ -72,7 +72,7 @@ double StepTimeTable::Interpolate(double x, double y) const {
 }
 
 absl::StatusOr<StepTimeTable> ParseStepTimeTable(std::string_view csv,
-                                                std::string_view source_view) {
+                                                 std::string_view source_view) {
   const std::string source(source_view);
   std::map<std::pair<double, double>, double> points;
   int line_no = 0;
@@ -87,9 +87,8 @@ absl::StatusOr<StepTimeTable> ParseStepTimeTable(std::string_view csv,
       if (f.size() != 3 || absl::StripAsciiWhitespace(f[0]) != "num_tokens" ||
           absl::StripAsciiWhitespace(f[1]) != "context_tokens" ||
           absl::StripAsciiWhitespace(f[2]) != "time_us") {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ":", line_no,
-                         ": header must be num_tokens,context_tokens,time_us"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ":", line_no, ": header must be num_tokens,context_tokens,time_us"));
       }
       continue;
     }
@@ -102,8 +101,8 @@ absl::StatusOr<StepTimeTable> ParseStepTimeTable(std::string_view csv,
     for (int k = 0; k < 3; ++k) {
       if (!absl::SimpleAtod(absl::StripAsciiWhitespace(f[k]), &v[k]) || !std::isfinite(v[k]) ||
           v[k] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(source, ":", line_no, ": field ",
-                                                       kNames[k], ": not a number >= 0"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ":", line_no, ": field ", kNames[k], ": not a number >= 0"));
       }
     }
     if (!points.emplace(std::make_pair(v[0], v[1]), v[2]).second) {

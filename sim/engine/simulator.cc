@@ -11,9 +11,9 @@ namespace prefixsim {
 absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
                                     const EngineConfig& engine, TraceReader& trace,
                                     const ReplayOptions& options) {
-  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<Simulator> sim,
-                             Simulator::Create(plan, model, engine, options,
-                                               options.cost_active_params));
+  PREFIXSIM_ASSIGN_OR_RETURN(
+      std::unique_ptr<Simulator> sim,
+      Simulator::Create(plan, model, engine, options, options.cost_active_params));
   return sim->Run(trace);
 }
 
@@ -35,8 +35,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV plan has ", plan.num_blocks, " blocks; the engine needs at least 2 (null + 1)"));
   }
-  if (engine.max_num_batched_tokens <= 0 || engine.max_num_seqs <= 0 ||
-      engine.max_model_len <= 1) {
+  if (engine.max_num_batched_tokens <= 0 || engine.max_num_seqs <= 0 || engine.max_model_len <= 1) {
     return absl::InvalidArgumentError(
         "max_num_batched_tokens and max_num_seqs must be > 0, max_model_len > 1");
   }
@@ -200,12 +199,12 @@ absl::Status Simulator::StartStep() {
       live_[req->slot].reset();
       continue;
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the engine cannot make progress: ", scheduler_->num_running(), " running and ",
-        scheduler_->num_waiting(),
-        " waiting requests but an empty batch (is max_num_batched_tokens = ",
-        engine_.max_num_batched_tokens, " below the mamba block size ",
-        sched_config_.mamba_align_block_size, "?)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the engine cannot make progress: ", scheduler_->num_running(),
+                     " running and ", scheduler_->num_waiting(),
+                     " waiting requests but an empty batch (is max_num_batched_tokens = ",
+                     engine_.max_num_batched_tokens, " below the mamba block size ",
+                     sched_config_.mamba_align_block_size, "?)"));
   }
   work_.clear();
   for (const ScheduledSeq& s : batch_) {
@@ -328,16 +327,16 @@ ReplayResult Simulator::Collect() {
   r.ttft = SummarizeLatencyNs(ttft_ns_);
   r.tpot = SummarizeLatencyNs(tpot_ns_);
   r.e2e = SummarizeLatencyNs(e2e_ns_);
-  r.sim_time_ns = first_arrival_ns_ >= 0 ? std::max<int64_t>(last_finish_ns_ - first_arrival_ns_, 0)
-                                         : 0;
+  r.sim_time_ns =
+      first_arrival_ns_ >= 0 ? std::max<int64_t>(last_finish_ns_ - first_arrival_ns_, 0) : 0;
   if (r.sim_time_ns > 0) {
     const double s = static_cast<double>(r.sim_time_ns) / 1e9;
     r.requests_per_s = static_cast<double>(r.finished_requests) / s;
     r.prompt_tokens_per_s = static_cast<double>(r.prompt_tokens) / s;
     r.output_tokens_per_s = static_cast<double>(r.output_tokens) / s;
   }
-  r.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_)
-                      .count();
+  r.wall_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
   return std::move(result_);
 }
 

@@ -68,7 +68,7 @@ class Simulator {
   bool busy_ = false;
   std::vector<ScheduledSeq> batch_;
   std::vector<SeqWork> work_;
-  std::vector<SimRequest*> done_;  // requests finished by the current step
+  std::vector<SimRequest*> done_;                  // requests finished by the current step
   std::vector<std::unique_ptr<SimRequest>> live_;  // indexed by slot
   std::vector<size_t> free_slots_;
 

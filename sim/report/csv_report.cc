@@ -19,8 +19,7 @@ void WriteRequestsCsv(const ReplayResult& result, std::ostream& out) {
                            static_cast<double>(r.arrival_ns) / 1e9, r.prompt_tokens,
                            r.output_tokens, r.hit_tokens, r.alignment_loss_tokens,
                            served ? Ms(r.first_token_ns - r.arrival_ns) : "",
-                           served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions,
-                           r.skipped);
+                           served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
   }
 }
 

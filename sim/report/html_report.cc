@@ -13,11 +13,20 @@ std::string Escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -84,8 +93,7 @@ std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::
        "%.0f", false},
       {"scheduler block S",
        [](const ReplayResult& r) { return double(r.plan.scheduler_block_size); }, "%.0f", false},
-      {"num_blocks", [](const ReplayResult& r) { return double(r.plan.num_blocks); }, "%.0f",
-       true},
+      {"num_blocks", [](const ReplayResult& r) { return double(r.plan.num_blocks); }, "%.0f", true},
       {"padding bytes per block",
        [](const ReplayResult& r) { return ComputePlanWaste(r.plan).padding_bytes_per_block; },
        "%.0f", false},
@@ -99,14 +107,13 @@ std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::
       {"TTFT p99 (ms)", [](const ReplayResult& r) { return r.ttft.p99_ms; }, "%.1f", false},
       {"TPOT mean (ms)", [](const ReplayResult& r) { return r.tpot.mean_ms; }, "%.2f", false},
       {"E2E mean (ms)", [](const ReplayResult& r) { return r.e2e.mean_ms; }, "%.1f", false},
-      {"throughput (req/s)", [](const ReplayResult& r) { return r.requests_per_s; }, "%.3f",
-       true},
+      {"throughput (req/s)", [](const ReplayResult& r) { return r.requests_per_s; }, "%.3f", true},
   };
   s += "<table><thead><tr><th>metric</th>";
   for (const ReplayResult& r : results) absl::StrAppend(&s, "<th>", Escape(r.policy), "</th>");
   for (size_t i = 1; i < results.size(); ++i) {
-    absl::StrAppend(&s, "<th>", Escape(results[i].policy), " &minus; ",
-                    Escape(results[0].policy), "</th>");
+    absl::StrAppend(&s, "<th>", Escape(results[i].policy), " &minus; ", Escape(results[0].policy),
+                    "</th>");
   }
   s += "</tr></thead><tbody>\n";
   for (const Row& row : kRows) {
@@ -117,8 +124,8 @@ std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::
     for (size_t i = 1; i < results.size(); ++i) {
       const double d = row.get(results[i]) - row.get(results[0]);
       const char* cls = d == 0 ? "" : ((d > 0) == row.higher_is_better ? "pos" : "neg");
-      absl::StrAppend(&s, "<td class=\"", cls, "\">", d > 0 ? "+" : "",
-                      absl::StrFormat(row.fmt, d), "</td>");
+      absl::StrAppend(&s, "<td class=\"", cls, "\">", d > 0 ? "+" : "", absl::StrFormat(row.fmt, d),
+                      "</td>");
     }
     s += "</tr>\n";
   }

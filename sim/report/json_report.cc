@@ -7,8 +7,8 @@ namespace prefixsim {
 namespace {
 
 nlohmann::ordered_json LatencyJson(const LatencySummary& l) {
-  return {{"count", l.count}, {"mean_ms", l.mean_ms}, {"p50_ms", l.p50_ms},
-          {"p90_ms", l.p90_ms}, {"p99_ms", l.p99_ms}, {"max_ms", l.max_ms}};
+  return {{"count", l.count},   {"mean_ms", l.mean_ms}, {"p50_ms", l.p50_ms},
+          {"p90_ms", l.p90_ms}, {"p99_ms", l.p99_ms},   {"max_ms", l.max_ms}};
 }
 
 }  // namespace
@@ -30,9 +30,9 @@ PlanWaste ComputePlanWaste(const KvPlan& plan) {
 
 nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOptions& options) {
   const PrefixCacheStats& pc = r.prefix_cache;
-  const double preempted_rate =
-      pc.preempted_queries > 0 ? static_cast<double>(pc.preempted_hits) / pc.preempted_queries
-                               : 0.0;
+  const double preempted_rate = pc.preempted_queries > 0
+                                    ? static_cast<double>(pc.preempted_hits) / pc.preempted_queries
+                                    : 0.0;
   nlohmann::ordered_json j;
   j["policy"] = r.policy;
   j["kv_plan"] = KvPlanToJson(r.plan);
@@ -66,9 +66,8 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
                       {"acceptance_rate", r.spec_decode.acceptance_rate()},
                       {"mean_acceptance_length", r.spec_decode.mean_acceptance_length()},
                       {"accepted_per_position", r.spec_decode.accepted_per_position}};
-  j["latency"] = {{"ttft", LatencyJson(r.ttft)},
-                  {"tpot", LatencyJson(r.tpot)},
-                  {"e2e", LatencyJson(r.e2e)}};
+  j["latency"] = {
+      {"ttft", LatencyJson(r.ttft)}, {"tpot", LatencyJson(r.tpot)}, {"e2e", LatencyJson(r.e2e)}};
   j["throughput"] = {{"requests_per_s", r.requests_per_s},
                      {"prompt_tokens_per_s", r.prompt_tokens_per_s},
                      {"output_tokens_per_s", r.output_tokens_per_s}};
@@ -84,7 +83,7 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
 }
 
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
-                                const ReportOptions& options) {
+                                        const ReportOptions& options) {
   nlohmann::ordered_json j;
   j["policies"] = nlohmann::ordered_json::array();
   for (const ReplayResult& r : results) j["policies"].push_back(ReplayResultToJson(r, options));

@@ -29,7 +29,8 @@ struct PlanWaste {
 PlanWaste ComputePlanWaste(const KvPlan& plan);
 
 // The replay JSON summary (DESIGN §4.5).
-nlohmann::ordered_json ReplayResultToJson(const ReplayResult& result, const ReportOptions& options = {});
+nlohmann::ordered_json ReplayResultToJson(const ReplayResult& result,
+                                          const ReportOptions& options = {});
 // The readable summary printed by `prefixsim replay`.
 std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_time = true);
 // One row per request: id, arrival, prompt tokens, hit tokens, loss to alignment, TTFT,
@@ -38,7 +39,7 @@ void WriteRequestsCsv(const ReplayResult& result, std::ostream& out);
 
 // Comparison of several replays of one trace; deltas are against the first.
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
-                                const ReportOptions& options = {});
+                                        const ReportOptions& options = {});
 std::string FormatComparison(const std::vector<ReplayResult>& results);
 // A self-contained HTML page (inline CSS and SVG, no network).
 std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::string& title);

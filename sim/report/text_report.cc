@@ -21,10 +21,10 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
   std::string s;
   const KvPlan& p = r.plan;
   const PrefixCacheStats& pc = r.prefix_cache;
-  const int64_t skipped = r.skipped_prompt_too_long + r.skipped_does_not_fit +
-                          r.skipped_empty_prompt;
-  absl::StrAppendFormat(&s, "policy %s: %d requests, %d finished, %d skipped", r.policy,
-                        r.requests, r.finished_requests, skipped);
+  const int64_t skipped =
+      r.skipped_prompt_too_long + r.skipped_does_not_fit + r.skipped_empty_prompt;
+  absl::StrAppendFormat(&s, "policy %s: %d requests, %d finished, %d skipped", r.policy, r.requests,
+                        r.finished_requests, skipped);
   if (skipped > 0) {
     absl::StrAppendFormat(&s, " (%d prompt > max_model_len, %d do not fit the KV cache, %d empty)",
                           r.skipped_prompt_too_long, r.skipped_does_not_fit,
@@ -35,9 +35,8 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
   absl::StrAppendFormat(&s,
                         "KV plan: %d groups, scheduler block %d, hash block %d, hit alignment %d, "
                         "%d blocks of %d bytes (%.1f%% padding)\n",
-                        p.groups.size(), p.scheduler_block_size, p.hash_block_size,
-                        p.hit_alignment, p.num_blocks, p.bytes_per_block,
-                        100.0 * waste.waste_fraction);
+                        p.groups.size(), p.scheduler_block_size, p.hash_block_size, p.hit_alignment,
+                        p.num_blocks, p.bytes_per_block, 100.0 * waste.waste_fraction);
   absl::StrAppendFormat(&s,
                         "Prefix cache hit rate: %.2f%% (%d of %d tokens; last %d requests: "
                         "%.2f%%)\n",
@@ -56,7 +55,8 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
                                               static_cast<double>(pc.requests)
                                         : 0.0,
                         Pct(r.alignment_loss_tokens, pc.queries));
-  absl::StrAppendFormat(&s, "Blocks: %d cached, %d evicted; preemptions: %d; mean KV usage %.1f%%\n",
+  absl::StrAppendFormat(&s,
+                        "Blocks: %d cached, %d evicted; preemptions: %d; mean KV usage %.1f%%\n",
                         r.cached_blocks, r.evicted_blocks, r.preemptions, 100.0 * r.mean_kv_usage);
   if (r.spec_decode.num_drafts > 0) {
     absl::StrAppendFormat(&s,
@@ -74,8 +74,8 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
   absl::StrAppendFormat(&s,
                         "Throughput: %.2f req/s, %.0f prompt tok/s, %.0f output tok/s (simulated); "
                         "%d steps, %.1f s simulated",
-                        r.requests_per_s, r.prompt_tokens_per_s, r.output_tokens_per_s,
-                        r.num_steps, static_cast<double>(r.sim_time_ns) / 1e9);
+                        r.requests_per_s, r.prompt_tokens_per_s, r.output_tokens_per_s, r.num_steps,
+                        static_cast<double>(r.sim_time_ns) / 1e9);
   if (include_wall_time) absl::StrAppendFormat(&s, ", %.2f s wall", r.wall_time_s);
   s += "\n";
   return s;
@@ -98,36 +98,51 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
       absl::StrAppend(&s, " ", absl::StrFormat("%16s", absl::StrFormat(fmt, get(r))));
     }
     for (size_t i = 1; i < results.size(); ++i) {
-      absl::StrAppend(&s, " ",
-                      absl::StrFormat("%16s", absl::StrCat(get(results[i]) - get(results[0]) >= 0
-                                                               ? "+"
-                                                               : "",
-                                                           absl::StrFormat(fmt, get(results[i]) -
-                                                                                    get(results[0])))));
+      absl::StrAppend(
+          &s, " ",
+          absl::StrFormat("%16s",
+                          absl::StrCat(get(results[i]) - get(results[0]) >= 0 ? "+" : "",
+                                       absl::StrFormat(fmt, get(results[i]) - get(results[0])))));
     }
     s += "\n";
   };
   using R = const ReplayResult&;
-  row("hit rate (%)", [](R r) { return 100.0 * r.prefix_cache.hit_rate(); }, "%.2f");
-  row("recent hit rate (%)", [](R r) { return 100.0 * r.recent_hit_rate; }, "%.2f");
-  row("hit tokens", [](R r) { return static_cast<double>(r.prefix_cache.hits); }, "%.0f");
-  row("alignment loss (tokens)", [](R r) { return static_cast<double>(r.alignment_loss_tokens); },
+  row(
+      "hit rate (%)", [](R r) { return 100.0 * r.prefix_cache.hit_rate(); }, "%.2f");
+  row(
+      "recent hit rate (%)", [](R r) { return 100.0 * r.recent_hit_rate; }, "%.2f");
+  row(
+      "hit tokens", [](R r) { return static_cast<double>(r.prefix_cache.hits); }, "%.0f");
+  row(
+      "alignment loss (tokens)", [](R r) { return static_cast<double>(r.alignment_loss_tokens); },
       "%.0f");
-  row("hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, "%.0f");
-  row("scheduler block S", [](R r) { return static_cast<double>(r.plan.scheduler_block_size); },
+  row(
+      "hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, "%.0f");
+  row(
+      "scheduler block S", [](R r) { return static_cast<double>(r.plan.scheduler_block_size); },
       "%.0f");
-  row("num_blocks", [](R r) { return static_cast<double>(r.plan.num_blocks); }, "%.0f");
-  row("padding bytes/block",
-      [](R r) { return ComputePlanWaste(r.plan).padding_bytes_per_block; }, "%.0f");
-  row("memory waste (%)", [](R r) { return 100.0 * ComputePlanWaste(r.plan).waste_fraction; },
+  row(
+      "num_blocks", [](R r) { return static_cast<double>(r.plan.num_blocks); }, "%.0f");
+  row(
+      "padding bytes/block", [](R r) { return ComputePlanWaste(r.plan).padding_bytes_per_block; },
+      "%.0f");
+  row(
+      "memory waste (%)", [](R r) { return 100.0 * ComputePlanWaste(r.plan).waste_fraction; },
       "%.2f");
-  row("evicted blocks", [](R r) { return static_cast<double>(r.evicted_blocks); }, "%.0f");
-  row("preemptions", [](R r) { return static_cast<double>(r.preemptions); }, "%.0f");
-  row("TTFT mean (ms)", [](R r) { return r.ttft.mean_ms; }, "%.1f");
-  row("TTFT p99 (ms)", [](R r) { return r.ttft.p99_ms; }, "%.1f");
-  row("TPOT mean (ms)", [](R r) { return r.tpot.mean_ms; }, "%.2f");
-  row("E2E mean (ms)", [](R r) { return r.e2e.mean_ms; }, "%.1f");
-  row("throughput (req/s)", [](R r) { return r.requests_per_s; }, "%.3f");
+  row(
+      "evicted blocks", [](R r) { return static_cast<double>(r.evicted_blocks); }, "%.0f");
+  row(
+      "preemptions", [](R r) { return static_cast<double>(r.preemptions); }, "%.0f");
+  row(
+      "TTFT mean (ms)", [](R r) { return r.ttft.mean_ms; }, "%.1f");
+  row(
+      "TTFT p99 (ms)", [](R r) { return r.ttft.p99_ms; }, "%.1f");
+  row(
+      "TPOT mean (ms)", [](R r) { return r.tpot.mean_ms; }, "%.2f");
+  row(
+      "E2E mean (ms)", [](R r) { return r.e2e.mean_ms; }, "%.1f");
+  row(
+      "throughput (req/s)", [](R r) { return r.requests_per_s; }, "%.3f");
   return s;
 }
 

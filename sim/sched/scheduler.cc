@@ -87,8 +87,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       continue;
     }
     bool scheduled = true;
-    while (!kv_->AllocateSlots(req->id(), req->num_computed, n, 0,
-                               config_.num_lookahead_tokens)) {
+    while (!kv_->AllocateSlots(req->id(), req->num_computed, n, 0, config_.num_lookahead_tokens)) {
       SimRequest* victim = running_.back();
       running_.pop_back();
       Preempt(victim);

@@ -23,20 +23,20 @@ namespace prefixsim {
 // A request inside the engine: the trace request plus vLLM's per-request state.
 struct SimRequest {
   std::unique_ptr<Request> request;
-  int64_t num_tokens = 0;       // prompt + verified outputs (vLLM request.num_tokens)
-  int64_t num_computed = 0;     // num_computed_tokens
-  int64_t num_outputs = 0;      // generated tokens
-  int64_t max_outputs = 0;      // finish when num_outputs reaches this
-  int32_t num_drafts = 0;       // proposed draft tokens (spec_token_ids) awaiting verification
+  int64_t num_tokens = 0;    // prompt + verified outputs (vLLM request.num_tokens)
+  int64_t num_computed = 0;  // num_computed_tokens
+  int64_t num_outputs = 0;   // generated tokens
+  int64_t max_outputs = 0;   // finish when num_outputs reaches this
+  int32_t num_drafts = 0;    // proposed draft tokens (spec_token_ids) awaiting verification
   int32_t num_preemptions = 0;
-  size_t accepted_cursor = 0;   // next entry of request->accepted_lengths
+  size_t accepted_cursor = 0;  // next entry of request->accepted_lengths
   bool finished = false;
   int64_t first_token_ns = -1;
   int64_t finish_ns = -1;
   int64_t first_hit_tokens = -1;  // at the first admission
   int64_t first_alignment_loss = 0;
-  int64_t record_index = -1;      // into ReplayResult::per_request, -1 if not recorded
-  size_t slot = 0;                // owner's storage slot
+  int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
+  size_t slot = 0;            // owner's storage slot
   uint64_t id() const { return request->id; }
 };
 

@@ -41,13 +41,13 @@ absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewPerPositionAcceptance(
     const AcceptanceConfig& config, int num_speculative_tokens);
 absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewEmpiricalAcceptance(
     const AcceptanceConfig& config, int num_speculative_tokens);
-absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewTraceAcceptance(
-    const AcceptanceConfig& config, int num_speculative_tokens);
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewTraceAcceptance(const AcceptanceConfig& config,
+                                                                    int num_speculative_tokens);
 
 // The model registered under config.model (NotFound names the registered ones), configured for
 // k = num_speculative_tokens drafts (InvalidArgument for bad rates or histograms).
-absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewAcceptanceModel(
-    const AcceptanceConfig& config, int num_speculative_tokens);
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewAcceptanceModel(const AcceptanceConfig& config,
+                                                                    int num_speculative_tokens);
 std::vector<std::string> RegisteredAcceptanceModels();
 
 }  // namespace prefixsim

@@ -1,7 +1,7 @@
 #include <utility>
 
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "sim/spec/acceptance_model.h"
 
 namespace prefixsim {
@@ -22,8 +22,8 @@ constexpr Entry kRegistry[] = {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewAcceptanceModel(
-    const AcceptanceConfig& config, int num_speculative_tokens) {
+absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewAcceptanceModel(const AcceptanceConfig& config,
+                                                                    int num_speculative_tokens) {
   if (num_speculative_tokens < 0) {
     return absl::InvalidArgumentError("speculative.num_speculative_tokens must be >= 0");
   }

@@ -24,8 +24,8 @@ constexpr int64_t kMs = 1'000'000;
 // prompt hits them up to max_hit = L - 1 rounded down to the block; queries = prompt length.
 TEST(EngineGoldenTest, SecondIdenticalPromptHitsFullBlocks) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 64);
-  const ReplayResult r = MustReplay(plan, SmallEngine(64),
-                                    {Req(0, 0, Iota(40), 3), Req(1, 10, Iota(40), 2)});
+  const ReplayResult r =
+      MustReplay(plan, SmallEngine(64), {Req(0, 0, Iota(40), 3), Req(1, 10, Iota(40), 2)});
   // A: prefill (1 ms) + 2 decode steps; B at 10 ms: prefill of 40 - 32 tokens + 1 decode step.
   EXPECT_EQ(r.num_steps, 5);
   EXPECT_EQ(r.finished_requests, 2);
@@ -64,8 +64,8 @@ TEST(EngineGoldenTest, SecondIdenticalPromptHitsFullBlocks) {
 //          takes A's unhashed tail block and evicts A's third block. steps 10-11 decode.
 TEST(EngineGoldenTest, RecomputePreemptionAndReadmission) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 7);
-  const ReplayResult r = MustReplay(
-      plan, SmallEngine(64), {Req(0, 0, Iota(8, 1), 8), Req(1, 0, Iota(8, 1000), 8)});
+  const ReplayResult r =
+      MustReplay(plan, SmallEngine(64), {Req(0, 0, Iota(8, 1), 8), Req(1, 0, Iota(8, 1000), 8)});
   EXPECT_EQ(r.num_steps, 11);
   EXPECT_EQ(r.preemptions, 1);
   EXPECT_EQ(r.evicted_blocks, 2);
@@ -106,7 +106,8 @@ TEST(EngineGoldenTest, ChunkedPrefillUnderBudgetAndThreshold) {
     // Running requests come first: B's prefill only gets what A's decode leaves of the budget.
     const ReplayResult r =
         MustReplay(plan, SmallEngine(16), {Req(0, 0, Iota(8), 4), Req(1, 1, Iota(31, 500), 1)});
-    // step 1 (0-1 ms): A prefill 8. step 2: A decode 1 + B 15. step 3: A 1 + B 15. step 4: A 1 + B 1.
+    // step 1 (0-1 ms): A prefill 8. step 2: A decode 1 + B 15. step 3: A 1 + B 15. step 4: A 1 +
+    // B 1.
     EXPECT_EQ(r.num_steps, 4);
     EXPECT_EQ(r.per_request[0].finish_ns, 4 * kMs);
     EXPECT_EQ(r.per_request[1].first_token_ns, 4 * kMs);
@@ -221,8 +222,8 @@ TEST(EngineGoldenTest, DraftsDoNotChangeWhatIsCached) {
 // Reference §11 / vLLM _mamba_block_aligned_split: prefill chunks end on mamba block boundaries
 // or at the last cacheable position. Prompt 20, mamba block 8, budget 12: 8 + 8 + 4 (not 12 + 8).
 TEST(EngineGoldenTest, MambaAlignedPrefillSplit) {
-  const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 64,
-                           8, 8, 8);
+  const KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 64, 8, 8, 8);
   EngineConfig e = SmallEngine(12);
   e.mamba_cache_mode = MambaCacheMode::kAlign;
   const ReplayResult r = MustReplay(plan, e, {Req(0, 0, Iota(20), 1)});
@@ -235,8 +236,8 @@ TEST(EngineGoldenTest, MambaAlignedPrefillSplit) {
 
 // A budget below the mamba block leaves nothing to schedule: an error, not a hang.
 TEST(EngineGoldenTest, StallIsAnError) {
-  const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 64,
-                           8, 8, 8);
+  const KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 64, 8, 8, 8);
   EngineConfig e = SmallEngine(4);
   VectorTrace trace({Req(0, 0, Iota(20), 1)});
   auto r = Replay(plan, ModelSpec{}, e, trace, {});

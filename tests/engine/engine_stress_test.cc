@@ -42,9 +42,10 @@ TEST(EngineStressTest, RandomWorkloadsKeepAccountsExact) {
         const int prefix_len = 8 * static_cast<int>(rng() % 5);
         const int suffix_len = 1 + static_cast<int>(rng() % 40);
         const int outputs = 1 + static_cast<int>(rng() % 20);
-        reqs.push_back(Req(i, i * 0.3, Concat(Iota(prefix_len, 1000 * (prefix + 1)),
-                                             Iota(suffix_len, 100000 + 100 * i)),
-                           outputs));
+        reqs.push_back(
+            Req(i, i * 0.3,
+                Concat(Iota(prefix_len, 1000 * (prefix + 1)), Iota(suffix_len, 100000 + 100 * i)),
+                outputs));
         want_outputs += outputs;
       }
       EngineConfig e = SmallEngine(32);

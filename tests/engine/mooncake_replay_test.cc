@@ -63,13 +63,13 @@ constexpr bool kSanitized = false;
 #endif
 
 void Print(const ReplayResult& r) {
-  std::printf("%-4s A=%-6lld blocks=%-7lld hit_rate=%.4f preemptions=%lld cached=%lld "
-              "evicted=%lld finished=%lld\n",
-              r.policy.c_str(), static_cast<long long>(r.plan.hit_alignment),
-              static_cast<long long>(r.plan.num_blocks), r.prefix_cache.hit_rate(),
-              static_cast<long long>(r.preemptions), static_cast<long long>(r.cached_blocks),
-              static_cast<long long>(r.evicted_blocks),
-              static_cast<long long>(r.finished_requests));
+  std::printf(
+      "%-4s A=%-6lld blocks=%-7lld hit_rate=%.4f preemptions=%lld cached=%lld "
+      "evicted=%lld finished=%lld\n",
+      r.policy.c_str(), static_cast<long long>(r.plan.hit_alignment),
+      static_cast<long long>(r.plan.num_blocks), r.prefix_cache.hit_rate(),
+      static_cast<long long>(r.preemptions), static_cast<long long>(r.cached_blocks),
+      static_cast<long long>(r.evicted_blocks), static_cast<long long>(r.finished_requests));
 }
 
 TEST(MooncakeReplayTest, WithoutCapacityLimitNewMatchesNoSpecAndBeatsOld) {

@@ -81,7 +81,8 @@ TEST(ReplayCliTest, EqualRunsGiveByteIdenticalJsonWithoutWallTime) {
 TEST(ReplayCliTest, EngineFlagsOverrideTheJson) {
   const std::string trace = WriteTrace();
   const std::string json = ::testing::TempDir() + "/override.json";
-  const auto r = RunCli("replay --trace " + trace + kModelEngine + " --no-spec --num-gpu-blocks 500 --json " + json);
+  const auto r = RunCli("replay --trace " + trace + kModelEngine +
+                        " --no-spec --num-gpu-blocks 500 --json " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["kv_plan"]["num_blocks"], 500);
@@ -93,7 +94,8 @@ TEST(ReplayCliTest, ErrorsAndExitCodes) {
   EXPECT_EQ(RunCli(std::string("replay") + kModelEngine).exit_code, 2);  // --trace missing
   EXPECT_EQ(RunCli("replay --trace /nonexistent.jsonl" + std::string(kModelEngine)).exit_code, 2);
   EXPECT_EQ(RunCli("replay --trace " + trace + kModelEngine + " --policy nope").exit_code, 2);
-  const auto bad_dir = RunCli("replay --trace " + trace + kModelEngine + " --json /nonexistent/x.json");
+  const auto bad_dir =
+      RunCli("replay --trace " + trace + kModelEngine + " --json /nonexistent/x.json");
   EXPECT_NE(bad_dir.exit_code, 0);
 }
 

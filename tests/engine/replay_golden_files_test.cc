@@ -32,10 +32,9 @@ TEST_P(ReplayGoldenTest, MatchesGoldenJson) {
   const GoldenCase& c = GetParam();
   const std::string src = PREFIXSIM_SOURCE_DIR;
   const std::string out = ::testing::TempDir() + "/golden_" + c.name + ".json";
-  const auto r = ::prefixsim::testing::RunCli("replay --trace " + src + "/traces/" + c.trace +
-                                              " " + c.args +
-                                              " --seed 3 --no-wall-time --no-progress --json " +
-                                              out);
+  const auto r =
+      ::prefixsim::testing::RunCli("replay --trace " + src + "/traces/" + c.trace + " " + c.args +
+                                   " --seed 3 --no-wall-time --no-progress --json " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string golden_path = src + "/tests/golden/replay_" + c.name + ".json";
   const std::string got = ReadFile(out);
@@ -49,16 +48,16 @@ TEST_P(ReplayGoldenTest, MatchesGoldenJson) {
 
 INSTANTIATE_TEST_SUITE_P(
     Samples, ReplayGoldenTest,
-    ::testing::Values(
-        GoldenCase{"chat_kimi_dspark_old", "sample_chat.jsonl",
-                   "--model kimi-k3-like --engine kimi-k3-dspark --policy old"},
-        GoldenCase{"chat_kimi_dspark_new", "sample_chat.jsonl",
-                   "--model kimi-k3-like --engine kimi-k3-dspark --policy new"},
-        GoldenCase{"shared_doc_llama_eagle", "sample_shared_doc.jsonl",
-                   "--model llama-3.1-8b-layout --engine llama-3.1-8b-eagle --policy new"},
-        GoldenCase{"tokens_gpt_oss", "sample_tokens.jsonl",
-                   "--model gpt-oss-20b-layout --engine gpt-oss-20b --policy new "
-                   "--num-gpu-blocks 700 --max-model-len 4800"}),
+    ::testing::Values(GoldenCase{"chat_kimi_dspark_old", "sample_chat.jsonl",
+                                 "--model kimi-k3-like --engine kimi-k3-dspark --policy old"},
+                      GoldenCase{"chat_kimi_dspark_new", "sample_chat.jsonl",
+                                 "--model kimi-k3-like --engine kimi-k3-dspark --policy new"},
+                      GoldenCase{
+                          "shared_doc_llama_eagle", "sample_shared_doc.jsonl",
+                          "--model llama-3.1-8b-layout --engine llama-3.1-8b-eagle --policy new"},
+                      GoldenCase{"tokens_gpt_oss", "sample_tokens.jsonl",
+                                 "--model gpt-oss-20b-layout --engine gpt-oss-20b --policy new "
+                                 "--num-gpu-blocks 700 --max-model-len 4800"}),
     [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
