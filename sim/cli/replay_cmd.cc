@@ -9,7 +9,9 @@
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/replay_common.h"
+#include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
+#include "sim/spec/acceptance_model.h"
 
 namespace prefixsim::cli {
 
@@ -25,6 +27,10 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       "replay",
       "replay a trace through one simulated vLLM engine: prefix-cache hit rate, alignment loss, "
       "latency");
+  cmd->footer("Acceptance models (speculative.acceptance.model): " +
+              absl::StrJoin(RegisteredAcceptanceModels(), ", ") +
+              "\nCost models (cost_model.kind): " + absl::StrJoin(RegisteredCostModels(), ", ") +
+              "; GPU presets: " + absl::StrJoin(GpuPresetNames(), ", "));
   AddReplayCliOptions(cmd, &options->replay);
   cmd->add_option("--policy,-p", options->policy,
                   "block-size policy: " + absl::StrJoin(RegisteredPolicyNames(), ", "))
