@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "sim/trace/absl_compat.h"
+#include "prefixsim/status.h"
 
 namespace prefixsim {
 
@@ -13,14 +13,14 @@ using simdjson::dom::element_type;
 
 absl::Status RecordError(const RecordLocation& location, std::string_view message) {
   return absl::InvalidArgumentError(
-      absl::StrCat(ToAbsl(location.path), ":", location.line, ": ", ToAbsl(message)));
+      absl::StrCat(AbslView(location.path), ":", location.line, ": ", AbslView(message)));
 }
 
 absl::Status FieldError(const RecordLocation& location, std::string_view field,
                         std::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(ToAbsl(location.path), ":", location.line,
-                                                 ": field '", ToAbsl(field),
-                                                 "': ", ToAbsl(message)));
+  return absl::InvalidArgumentError(absl::StrCat(AbslView(location.path), ":", location.line,
+                                                 ": field '", AbslView(field),
+                                                 "': ", AbslView(message)));
 }
 
 absl::Status ParseJsonObject(simdjson::dom::parser& parser, std::string_view line,
