@@ -3,6 +3,7 @@
 #define PREFIXSIM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -44,8 +45,8 @@ inline Request Req(uint64_t id, double arrival_ms, std::vector<uint32_t> tokens,
 // Every step takes exactly `step_us` microseconds (a one-point table).
 inline std::string ConstantStepTable(double step_us) {
   static int counter = 0;
-  const std::string path =
-      ::testing::TempDir() + "/const_step_" + std::to_string(counter++) + ".csv";
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_const_step_" +
+                           std::to_string(counter++) + ".csv";
   std::ofstream out(path);
   out << "num_tokens,context_tokens,time_us\n1,1," << step_us << "\n";
   return path;

@@ -1,6 +1,7 @@
 // `prefixsim replay` and `prefixsim compare` end to end (DESIGN §4.1, §4.5): outputs, exit
 // codes, byte-identical reports for equal runs, a self-contained HTML page.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -23,7 +24,8 @@ std::string ReadFile(const std::string& path) {
 
 // A small Mooncake-format trace: 24 requests in 4 conversations sharing a 3-block system prompt.
 std::string WriteTrace() {
-  const std::string path = ::testing::TempDir() + "/cli_mooncake.jsonl";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(getpid()) + "_cli_mooncake.jsonl";
   std::ofstream out(path);
   for (int i = 0; i < 24; ++i) {
     const int conv = i % 4, turn = i / 4;
@@ -39,8 +41,8 @@ const char kModelEngine[] = " --model kimi-k3-like --engine kimi-k3-dspark --no-
 
 TEST(ReplayCliTest, WritesSummaryJsonAndCsv) {
   const std::string trace = WriteTrace();
-  const std::string json = ::testing::TempDir() + "/replay.json";
-  const std::string csv = ::testing::TempDir() + "/replay.csv";
+  const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_replay.json";
+  const std::string csv = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_replay.csv";
   const auto r = RunCli("replay --trace " + trace + kModelEngine + " --policy new --json " + json +
                         " --csv " + csv);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -67,8 +69,8 @@ TEST(ReplayCliTest, WritesSummaryJsonAndCsv) {
 
 TEST(ReplayCliTest, EqualRunsGiveByteIdenticalJsonWithoutWallTime) {
   const std::string trace = WriteTrace();
-  const std::string a = ::testing::TempDir() + "/det_a.json";
-  const std::string b = ::testing::TempDir() + "/det_b.json";
+  const std::string a = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_det_a.json";
+  const std::string b = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_det_b.json";
   const std::string args = "replay --trace " + trace + kModelEngine + " --seed 5 --no-wall-time";
   ASSERT_EQ(RunCli(args + " --json " + a).exit_code, 0);
   ASSERT_EQ(RunCli(args + " --json " + b).exit_code, 0);
@@ -80,7 +82,7 @@ TEST(ReplayCliTest, EqualRunsGiveByteIdenticalJsonWithoutWallTime) {
 
 TEST(ReplayCliTest, EngineFlagsOverrideTheJson) {
   const std::string trace = WriteTrace();
-  const std::string json = ::testing::TempDir() + "/override.json";
+  const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_override.json";
   const auto r = RunCli("replay --trace " + trace + kModelEngine +
                         " --no-spec --num-gpu-blocks 500 --json " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -101,8 +103,8 @@ TEST(ReplayCliTest, ErrorsAndExitCodes) {
 
 TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
   const std::string trace = WriteTrace();
-  const std::string json = ::testing::TempDir() + "/compare.json";
-  const std::string html = ::testing::TempDir() + "/compare.html";
+  const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_compare.json";
+  const std::string html = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_compare.html";
   const auto r = RunCli("compare --trace " + trace + kModelEngine + " --policies old,new --json " +
                         json + " --html " + html);
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -2,6 +2,7 @@
 // --json` (wall time omitted) must match tests/golden/ byte for byte. A deliberate behaviour
 // change regenerates them with PREFIXSIM_UPDATE_GOLDEN=1 (and the diff is reviewed).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -31,7 +32,8 @@ class ReplayGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(ReplayGoldenTest, MatchesGoldenJson) {
   const GoldenCase& c = GetParam();
   const std::string src = PREFIXSIM_SOURCE_DIR;
-  const std::string out = ::testing::TempDir() + "/golden_" + c.name + ".json";
+  const std::string out =
+      ::testing::TempDir() + "/" + std::to_string(getpid()) + "_golden_" + c.name + ".json";
   const auto r =
       ::prefixsim::testing::RunCli("replay --trace " + src + "/traces/" + c.trace + " " + c.args +
                                    " --seed 3 --no-wall-time --no-progress --json " + out);

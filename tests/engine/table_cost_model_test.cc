@@ -1,5 +1,6 @@
 // The table cost model: parsing measured step times and interpolating them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -44,7 +45,8 @@ TEST(StepTimeTableTest, Errors) {
 }
 
 TEST(TableCostModelTest, ReadsFileAndSumsTheBatch) {
-  const std::string path = ::testing::TempDir() + "/step_times.csv";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(getpid()) + "_step_times.csv";
   {
     std::ofstream out(path);
     out << kTable;
