@@ -128,6 +128,12 @@ struct ReplayResult {
   // there it is usually 0 and the cost of A shows as a lower hit rate instead.
   int64_t alignment_loss_tokens = 0;
   int64_t preempted_alignment_loss_tokens = 0;  // preempted re-admissions
+  // Where the cost of A does show in hybrid models: per finished request, the computed tokens
+  // that the finest prefix-cacheable group could have published at its own block boundary but
+  // that the hybrid round-down to S (reference §10.2) kept out of the cache:
+  // round_down(n, B_min) - round_down(n, S) with n = computed tokens at the finish (H instead of S
+  // with partial hits). 0 for unitary plans and whenever S == B_min.
+  int64_t unpublished_alignment_tokens = 0;
   int64_t evicted_blocks = 0;
   int64_t cached_blocks = 0;
   int64_t preemptions = 0;

@@ -57,6 +57,7 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
                        {"preempted_hit_rate", preempted_rate}};
   j["alignment_loss_tokens"] = r.alignment_loss_tokens;
   j["preempted_alignment_loss_tokens"] = r.preempted_alignment_loss_tokens;
+  j["unpublished_alignment_tokens"] = r.unpublished_alignment_tokens;
   j["evicted_blocks"] = r.evicted_blocks;
   j["cached_blocks"] = r.cached_blocks;
   j["preemptions"] = r.preemptions;
@@ -100,6 +101,8 @@ nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results
          {"hit_rate_pp", 100.0 * (r.prefix_cache.hit_rate() - base.prefix_cache.hit_rate())},
          {"hits", r.prefix_cache.hits - base.prefix_cache.hits},
          {"alignment_loss_tokens", r.alignment_loss_tokens - base.alignment_loss_tokens},
+         {"unpublished_alignment_tokens",
+          r.unpublished_alignment_tokens - base.unpublished_alignment_tokens},
          {"padding_bytes_per_block",
           waste.padding_bytes_per_block - base_waste.padding_bytes_per_block},
          {"memory_waste_fraction", waste.waste_fraction - base_waste.waste_fraction},

@@ -56,6 +56,14 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
                                         : 0.0,
                         Pct(r.alignment_loss_tokens, pc.queries));
   absl::StrAppendFormat(&s,
+                        "Kept out of the cache by the S round-down: %d computed tokens (%.1f per "
+                        "finished request)\n",
+                        r.unpublished_alignment_tokens,
+                        r.finished_requests > 0
+                            ? static_cast<double>(r.unpublished_alignment_tokens) /
+                                  static_cast<double>(r.finished_requests)
+                            : 0.0);
+  absl::StrAppendFormat(&s,
                         "Blocks: %d cached, %d evicted; preemptions: %d; mean KV usage %.1f%%\n",
                         r.cached_blocks, r.evicted_blocks, r.preemptions, 100.0 * r.mean_kv_usage);
   if (r.spec_decode.num_drafts > 0) {
@@ -116,6 +124,9 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
   row(
       "alignment loss (tokens)", [](R r) { return static_cast<double>(r.alignment_loss_tokens); },
       "%.0f");
+  row(
+      "unpublished by S (tokens)",
+      [](R r) { return static_cast<double>(r.unpublished_alignment_tokens); }, "%.0f");
   row(
       "hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, "%.0f");
   row(

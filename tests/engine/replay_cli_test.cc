@@ -130,5 +130,24 @@ TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
             2);
 }
 
+// Reference §10.2: a hybrid model publishes only up to the last S boundary. Under `old` the S of
+// 13,824 keeps computed tokens out of the cache that the 1536-token MLA group could have
+// published; under `new` S equals the finest block and nothing is kept out.
+TEST(CompareCliTest, UnpublishedAlignmentTokensShowTheLcmCost) {
+  const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_unpub.json";
+  const auto r = RunCli(std::string("compare --trace ") + PREFIXSIM_SOURCE_DIR +
+                        "/traces/sample_chat.jsonl --model kimi-k3-like --engine kimi-k3-dspark "
+                        "--policies old,new --no-wall-time --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  const int64_t old_unpublished = j["policies"][0]["unpublished_alignment_tokens"];
+  const int64_t new_unpublished = j["policies"][1]["unpublished_alignment_tokens"];
+  const int64_t finished = j["policies"][0]["finished_requests"];
+  EXPECT_GT(old_unpublished, 0);
+  // Each finished request loses at most S - B_min = 13,824 - 1536 tokens.
+  EXPECT_LE(old_unpublished, finished * (13824 - 1536));
+  EXPECT_EQ(new_unpublished, 0);
+}
+
 }  // namespace
 }  // namespace prefixsim
