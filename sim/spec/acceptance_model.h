@@ -35,6 +35,8 @@ using AcceptanceFactory = absl::StatusOr<std::unique_ptr<AcceptanceModel>> (*)(
     const AcceptanceConfig& config, int num_speculative_tokens);
 
 // Factories, one per file.
+// i.i.d. acceptance with probability `rate`, reported under `name` (geometric.cc).
+std::unique_ptr<AcceptanceModel> MakeIidAcceptance(double rate, std::string_view name);
 absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewGeometricAcceptance(
     const AcceptanceConfig& config, int num_speculative_tokens);
 absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewPerPositionAcceptance(

@@ -6,10 +6,10 @@
 namespace prefixsim {
 namespace {
 
-class GeometricAcceptance : public AcceptanceModel {
+class IidAcceptance : public AcceptanceModel {
  public:
-  explicit GeometricAcceptance(double rate) : rate_(rate) {}
-  std::string_view name() const override { return "geometric"; }
+  IidAcceptance(double rate, std::string_view name) : rate_(rate), name_(name) {}
+  std::string_view name() const override { return name_; }
   int Sample(int num_drafts, std::mt19937_64& rng) const override {
     int accepted = 0;
     while (accepted < num_drafts && UniformDouble(rng) < rate_) ++accepted;
@@ -18,9 +18,14 @@ class GeometricAcceptance : public AcceptanceModel {
 
  private:
   double rate_;
+  std::string_view name_;
 };
 
 }  // namespace
+
+std::unique_ptr<AcceptanceModel> MakeIidAcceptance(double rate, std::string_view name) {
+  return std::make_unique<IidAcceptance>(rate, name);
+}
 
 absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewGeometricAcceptance(
     const AcceptanceConfig& config, int /*num_speculative_tokens*/) {
@@ -34,7 +39,7 @@ absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewGeometricAcceptance(
     return absl::InvalidArgumentError(
         absl::StrCat("speculative.acceptance.rates[0]: ", rate, " is not in [0, 1]"));
   }
-  return std::make_unique<GeometricAcceptance>(rate);
+  return MakeIidAcceptance(rate, "geometric");
 }
 
 }  // namespace prefixsim

@@ -5,23 +5,6 @@
 #include "sim/spec/acceptance_model.h"
 
 namespace prefixsim {
-namespace {
-
-class TraceFallbackAcceptance : public AcceptanceModel {
- public:
-  explicit TraceFallbackAcceptance(double rate) : rate_(rate) {}
-  std::string_view name() const override { return "trace"; }
-  int Sample(int num_drafts, std::mt19937_64& rng) const override {
-    int accepted = 0;
-    while (accepted < num_drafts && UniformDouble(rng) < rate_) ++accepted;
-    return accepted;
-  }
-
- private:
-  double rate_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewTraceAcceptance(
     const AcceptanceConfig& config, int /*num_speculative_tokens*/) {
@@ -33,7 +16,7 @@ absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewTraceAcceptance(
           absl::StrCat("speculative.acceptance.rates[0]: ", rate, " is not in [0, 1]"));
     }
   }
-  return std::make_unique<TraceFallbackAcceptance>(rate);
+  return MakeIidAcceptance(rate, "trace");
 }
 
 }  // namespace prefixsim
