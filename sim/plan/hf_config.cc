@@ -343,8 +343,9 @@ absl::StatusOr<HfLayers> MapDense(const HfContext& ctx) {
   return out;
 }
 
-// gpt-oss: alternating sliding (even layers) and full attention, one shape, sliding_window 128.
-absl::StatusOr<HfLayers> MapGptOss(const HfContext& ctx) {
+// The layers of `layer_types` when the config has them; otherwise layer i (from 0) uses the
+// sliding window unless (i + 1) is a multiple of `full_every`.
+absl::StatusOr<HfLayers> MapSlidingPattern(const HfContext& ctx, int64_t full_every) {
   const HfObject& c = ctx.config;
   PREFIXSIM_ASSIGN_OR_RETURN(int64_t n, c.Int("num_hidden_layers"));
   PREFIXSIM_ASSIGN_OR_RETURN(AttentionShape shape, ReadAttentionShape(ctx));
@@ -356,10 +357,14 @@ absl::StatusOr<HfLayers> MapGptOss(const HfContext& ctx) {
   }
   PREFIXSIM_ASSIGN_OR_RETURN(int64_t window, c.Int("sliding_window"));
   for (int64_t i = 0; i < n; ++i) {
-    out.target.push_back(i % 2 == 0 ? SlidingLayer(ctx, shape, window) : FullLayer(ctx, shape));
+    out.target.push_back((i + 1) % full_every != 0 ? SlidingLayer(ctx, shape, window)
+                                                   : FullLayer(ctx, shape));
   }
   return out;
 }
+
+// gpt-oss: alternating sliding (even layers) and full attention, one shape, sliding_window 128.
+absl::StatusOr<HfLayers> MapGptOss(const HfContext& ctx) { return MapSlidingPattern(ctx, 2); }
 
 // Gemma 2: local (sliding) and global layers alternate, starting with a local one.
 absl::StatusOr<HfLayers> MapGemma2(const HfContext& ctx) {
@@ -372,26 +377,12 @@ absl::StatusOr<HfLayers> MapGemma2(const HfContext& ctx) {
 // head counts: 8 query heads, 4 KV heads of 256).
 absl::StatusOr<HfLayers> MapGemma3(const HfContext& ctx) {
   const HfObject& c = ctx.config;
-  PREFIXSIM_ASSIGN_OR_RETURN(int64_t n, c.Int("num_hidden_layers"));
-  PREFIXSIM_ASSIGN_OR_RETURN(AttentionShape shape, ReadAttentionShape(ctx));
-  HfLayers out;
-  PREFIXSIM_ASSIGN_OR_RETURN(auto types, c.OptionalStringList("layer_types", n));
-  if (types.has_value()) {
-    PREFIXSIM_ASSIGN_OR_RETURN(out.target, LayersFromLayerTypes(ctx, shape, *types));
-    return out;
-  }
   PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> pattern,
                              c.OptionalInt("sliding_window_pattern"));
   if (!pattern.has_value()) {
     PREFIXSIM_ASSIGN_OR_RETURN(pattern, c.OptionalInt("_sliding_window_pattern"));
   }
-  const int64_t every = pattern.value_or(6);
-  PREFIXSIM_ASSIGN_OR_RETURN(int64_t window, c.Int("sliding_window"));
-  for (int64_t i = 0; i < n; ++i) {
-    out.target.push_back((i + 1) % every != 0 ? SlidingLayer(ctx, shape, window)
-                                              : FullLayer(ctx, shape));
-  }
-  return out;
+  return MapSlidingPattern(ctx, pattern.value_or(6));
 }
 
 // Llama 4: RoPE layers use chunked local attention (attention_chunk_size), every fourth layer is a
