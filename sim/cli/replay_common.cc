@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
+#include "sim/cli/trace_flags.h"
 
 namespace prefixsim::cli {
 
@@ -21,20 +22,7 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
       ->required();
   AddModelEngineOptions(cmd, &o->model_engine);
   auto* t = cmd->add_option_group("trace shaping");
-  t->add_option("--trace-format", o->trace_options.format, "trace format (default: auto-detect)");
-  t->add_option("--trace-block-tokens", o->trace_options.trace_block_tokens,
-                "tokens per trace hash block (mooncake 512, bailian 16)")
-      ->check(CLI::NonNegativeNumber);
-  t->add_option("--max-requests", o->trace_options.max_requests, "read at most N requests")
-      ->check(CLI::NonNegativeNumber);
-  t->add_option("--start-s", o->trace_options.start_s, "skip requests before this time (s)");
-  t->add_option("--end-s", o->trace_options.end_s, "stop at this time (s); 0 = no end");
-  t->add_option("--time-scale", o->trace_options.time_scale,
-                "multiply arrival times (0.5 = twice the rate)")
-      ->check(CLI::PositiveNumber);
-  t->add_option("--session-sample", o->trace_options.session_sample_fraction,
-                "keep this fraction of sessions")
-      ->check(CLI::Range(0.0, 1.0));
+  AddTraceOptionFlags(t, &o->trace_options);
   cmd->add_option("--seed", o->seed, "seed of the acceptance model (and trace sampling)")
       ->capture_default_str();
   cmd->add_option("--active-params", o->active_params,

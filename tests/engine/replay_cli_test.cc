@@ -130,6 +130,17 @@ TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
             2);
 }
 
+TEST(ReplayCliTest, SharesTheTraceShapingFlagsOfAnalyze) {
+  const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_window.json";
+  const auto r = RunCli(std::string("replay --trace ") + PREFIXSIM_SOURCE_DIR +
+                        "/traces/sample_chat.jsonl --model kimi-k3-like --engine kimi-k3 "
+                        "--trace-end-s 60 --max-requests 1000 --no-progress --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_GT(j["requests"].get<int64_t>(), 0);
+  EXPECT_LT(j["requests"].get<int64_t>(), 400);  // the sample has 400 requests over more than 60 s
+}
+
 // Reference §10.2: a hybrid model publishes only up to the last S boundary. Under `old` the S of
 // 13,824 keeps computed tokens out of the cache that the 1536-token MLA group could have
 // published; under `new` S equals the finest block and nothing is kept out.
