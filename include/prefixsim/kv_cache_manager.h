@@ -87,6 +87,11 @@ class KvCacheManager {
   // and may look up and allocate again (preemption).
   void Free(uint64_t request_id);
 
+  // Of `computed_tokens` computed tokens of a sequence, those the finest prefix-cacheable group
+  // could publish at its own block boundary but that the hybrid caching rule (round-down to S,
+  // reference §10.2) keeps out of the cache. 0 without prefix caching and for unitary plans.
+  int64_t UnpublishedAlignmentTokens(int64_t computed_tokens) const;
+
   int64_t num_free_blocks() const;   // free and cached-free blocks (not the null block)
   int64_t num_usable_blocks() const;  // num_blocks - 1
   double usage() const;              // 1 - free / usable

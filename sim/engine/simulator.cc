@@ -273,27 +273,9 @@ void Simulator::FinishStep() {
   for (SimRequest* r : done) Finish(r);
 }
 
-namespace {
-
-// See ReplayResult::unpublished_alignment_tokens.
-int64_t UnpublishedAlignmentTokens(const KvPlan& plan, int64_t computed_tokens) {
-  if (!plan.enable_prefix_caching || plan.groups.size() <= 1) return 0;
-  int64_t finest = 0;
-  for (const KvGroup& g : plan.groups) {
-    if (g.prefix_cacheable && (finest == 0 || g.block_size < finest)) finest = g.block_size;
-  }
-  if (finest == 0) return 0;
-  const int64_t published_unit = plan.partial_hits ? plan.hash_block_size : plan.scheduler_block_size;
-  const int64_t could_publish = computed_tokens / finest * finest;
-  const int64_t published = computed_tokens / published_unit * published_unit;
-  return std::max<int64_t>(0, could_publish - published);
-}
-
-}  // namespace
-
 void Simulator::Finish(SimRequest* r) {
-  result_.unpublished_alignment_tokens += UnpublishedAlignmentTokens(
-      kv_->plan(), std::min(r->num_computed, r->num_tokens));
+  result_.unpublished_alignment_tokens +=
+      kv_->UnpublishedAlignmentTokens(std::min(r->num_computed, r->num_tokens));
   kv_->Free(r->id());
   kv_->RemoveRequest(r->id());
   result_.finished_requests += 1;

@@ -180,6 +180,18 @@ int64_t KvCacheCoordinator::CacheLimit(int g, int64_t n) const {
   return partial_hits_ ? n : rounded;
 }
 
+int64_t KvCacheCoordinator::UnpublishedAlignmentTokens(int64_t n) const {
+  int finest = -1;
+  for (int g = 0; g < num_groups(); ++g) {
+    const SingleTypeManager& m = *managers_[g];
+    if (!m.spec().prefix_cacheable) continue;
+    if (finest < 0 || m.block_size() < managers_[finest]->block_size()) finest = g;
+  }
+  if (finest < 0) return 0;
+  const int64_t b = managers_[finest]->block_size();
+  return RoundDown(n, b) - RoundDown(CacheLimit(finest, n), b);
+}
+
 int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n,
                                         int64_t step_end) const {
   int64_t cached = 0;

@@ -46,6 +46,9 @@ class KvCacheCoordinator {
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens
   // (reference §10.2). The largest is returned by MaxCacheLimit.
   int64_t CacheLimit(int g, int64_t n) const;
+  // Of n computed tokens, those the finest prefix-cacheable group could publish at its own block
+  // boundary but that CacheLimit keeps out (the hybrid round-down to S). 0 for unitary plans.
+  int64_t UnpublishedAlignmentTokens(int64_t n) const;
   int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n, int64_t step_end) const;
   void FreeAll(GroupBlocks* groups) const;
 

@@ -328,6 +328,11 @@ bool KvCacheManager::AllocateSlots(uint64_t request_id, int64_t num_computed_tok
 }
 void KvCacheManager::Free(uint64_t request_id) { impl_->Free(request_id); }
 int64_t KvCacheManager::num_free_blocks() const { return impl_->pool_.num_free(); }
+int64_t KvCacheManager::UnpublishedAlignmentTokens(int64_t computed_tokens) const {
+  if (!impl_->caching_) return 0;
+  return impl_->coord_.UnpublishedAlignmentTokens(computed_tokens);
+}
+
 int64_t KvCacheManager::num_usable_blocks() const { return impl_->pool_.num_blocks() - 1; }
 double KvCacheManager::usage() const {
   return 1.0 - static_cast<double>(num_free_blocks()) / static_cast<double>(num_usable_blocks());

@@ -478,5 +478,19 @@ TEST(KvCacheManagerDeathTest, StaleHitAborts) {
   EXPECT_EQ(m.GetComputedBlocks(2).hit_tokens, 0);
 }
 
+// Reference §10.2: a hybrid plan publishes only up to the last S boundary. With groups of 16 and
+// 24 tokens (S = 48, H = 8) the finest group could publish round_down(n, 16) tokens.
+TEST(KvCacheManagerTest, UnpublishedAlignmentTokensFollowTheCachingRule) {
+  KvCacheManager hybrid(
+      Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kFullAttention, 24)}, 64, 48,
+           8, 48));
+  EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(47), 32);   // 32 could, 0 published
+  EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(48), 0);
+  EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(100), 96 - 96);
+  EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(95), 80 - 48);
+  KvCacheManager unitary(Unitary(LayerKind::kFullAttention, 16, 64));
+  EXPECT_EQ(unitary.UnpublishedAlignmentTokens(47), 0);
+}
+
 }  // namespace
 }  // namespace prefixsim
