@@ -64,6 +64,18 @@ struct CostModelConfig {
   std::string table_path;         // table: measured times (CSV)
 };
 
+// A fleet of identical engine replicas behind a router (DESIGN §2 "Fleet"). One replica is the
+// plain single-engine replay.
+inline constexpr int kMaxReplicas = 4096;
+
+struct FleetConfig {
+  int replicas = 1;             // engine replicas; >= 1
+  bool auto_replicas = false;   // search the smallest fleet that keeps up (replicas ignored)
+  std::string router = "round_robin";  // a name registered in sim/fleet/router_registry.cc
+  double overlap_weight = 1.0;  // kv_aware routers: weight of the prompt tokens to compute
+  double ttft_slo_ms = 2000;    // --replicas auto: p99 TTFT the fleet must hold
+};
+
 struct EngineConfig {
   // Primary block size; unset means the backend's preference, raised by mamba alignment.
   std::optional<int> block_size;
@@ -90,6 +102,7 @@ struct EngineConfig {
   bool disable_hybrid_kv_cache_manager = false;
   SpeculativeConfig speculative;
   CostModelConfig cost_model;
+  FleetConfig fleet;
   std::string source;  // where it was read from (for messages)
 
   // The backend that serves layers of `kind`.

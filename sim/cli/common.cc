@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
 
@@ -42,7 +43,48 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   g->add_flag("--no-spec", o.no_speculative, "turn speculative decoding off (drops drafter layers)");
 }
 
+void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
+  auto* g = cmd->add_option_group("fleet", "engine replicas behind a router");
+  g->add_option("--replicas", o->replicas,
+                "engine replicas behind the router, or 'auto': the smallest fleet that keeps up "
+                "(default 1, or the engine JSON's \"replicas\")");
+  g->add_option("--router", o->router, "router of the fleet (default round_robin)");
+  g->add_option("--overlap-weight", o->overlap_weight,
+                "kv_aware routers: weight of the prompt tokens a replica must compute (default 1)");
+  g->add_option("--ttft-slo-ms", o->ttft_slo_ms,
+                "--replicas auto: p99 TTFT the fleet must hold, in ms (default 2000)");
+}
+
 absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine) {
+  if (o.replicas) {
+    if (*o.replicas == "auto") {
+      engine.fleet.auto_replicas = true;
+    } else {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(*o.replicas, &n) || n < 1 || n > kMaxReplicas) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --replicas: '", *o.replicas,
+                                                       "' is not an integer in [1, ", kMaxReplicas,
+                                                       "] or 'auto'"));
+      }
+      engine.fleet.replicas = static_cast<int>(n);
+      engine.fleet.auto_replicas = false;
+    }
+  }
+  if (o.router) engine.fleet.router = *o.router;
+  if (o.overlap_weight) {
+    if (!(*o.overlap_weight >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --overlap-weight: ", *o.overlap_weight, " is negative"));
+    }
+    engine.fleet.overlap_weight = *o.overlap_weight;
+  }
+  if (o.ttft_slo_ms) {
+    if (!(*o.ttft_slo_ms > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --ttft-slo-ms: ", *o.ttft_slo_ms, " must be positive"));
+    }
+    engine.fleet.ttft_slo_ms = *o.ttft_slo_ms;
+  }
   if (o.block_size) engine.block_size = static_cast<int>(*o.block_size);
   if (o.kv_cache_bytes) {
     engine.kv_cache_bytes = *o.kv_cache_bytes;

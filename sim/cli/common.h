@@ -31,6 +31,11 @@ struct EngineOverrides {
   std::optional<bool> enable_prefix_caching;
   std::optional<bool> enable_chunked_prefill;
   bool no_speculative = false;
+  // Fleet (replay/compare only; AddFleetOptions adds the flags).
+  std::optional<std::string> replicas;  // "N" or "auto"
+  std::optional<std::string> router;
+  std::optional<double> overlap_weight;
+  std::optional<double> ttft_slo_ms;
 };
 
 struct ModelEngineOptions {
@@ -46,6 +51,9 @@ struct ModelAndEngine {
   ModelSpec model;
   EngineConfig engine;
 };
+
+// Adds --replicas, --router, --overlap-weight and --ttft-slo-ms to `cmd`.
+void AddFleetOptions(CLI::App* cmd, EngineOverrides* overrides);
 
 // Loads the engine (applying overrides) and then the model (HF configs use the engine's
 // tensor_parallel_size).

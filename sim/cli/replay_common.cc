@@ -21,6 +21,7 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                       "; .gz/.zst read directly)")
       ->required();
   AddModelEngineOptions(cmd, &o->model_engine);
+  AddFleetOptions(cmd, &o->model_engine.overrides);
   auto* t = cmd->add_option_group("trace shaping");
   AddTraceOptionFlags(t, &o->trace_options);
   cmd->add_option("--seed", o->seed, "seed of the acceptance model (and trace sampling)")

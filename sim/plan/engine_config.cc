@@ -155,6 +155,36 @@ absl::Status ParseCostModel(const JsonConfig& doc, const nlohmann::json& value,
   return absl::OkStatus();
 }
 
+// "replicas": N | "auto"; "router": name | {"name", "overlap_weight", "ttft_slo_ms"}.
+absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, FleetConfig& fleet) {
+  if (auto it = root.find("replicas"); it != root.end() && !it->is_null()) {
+    if (it->is_string() && it->get<std::string>() == "auto") {
+      fleet.auto_replicas = true;
+    } else if (it->is_number_integer() && it->get<int64_t>() >= 1 &&
+               it->get<int64_t>() <= kMaxReplicas) {
+      fleet.replicas = static_cast<int>(it->get<int64_t>());
+    } else {
+      return doc.Error("replicas",
+                       absl::StrCat("must be an integer in [1, ", kMaxReplicas, "] or \"auto\""));
+    }
+  }
+  auto it = root.find("router");
+  if (it == root.end() || it->is_null()) return absl::OkStatus();
+  if (it->is_string()) {
+    fleet.router = it->get<std::string>();
+    return absl::OkStatus();
+  }
+  if (!it->is_object()) return doc.Error("router", "must be a router name or an object {name, ...}");
+  PREFIXSIM_ASSIGN_OR_RETURN(auto name, doc.OptionalString(*it, "router", "name"));
+  if (name) fleet.router = *name;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto weight,
+                             doc.OptionalNumber(*it, "router", "overlap_weight", 0, 1e9));
+  if (weight) fleet.overlap_weight = *weight;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto slo, doc.OptionalNumber(*it, "router", "ttft_slo_ms", 0, 1e12));
+  if (slo) fleet.ttft_slo_ms = *slo;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<AttentionBackend> LookupBackend(std::string_view name) {
@@ -282,6 +312,7 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
   if (auto it = root.find("cost_model"); it != root.end()) {
     PREFIXSIM_RETURN_IF_ERROR(ParseCostModel(doc, *it, engine.cost_model));
   }
+  PREFIXSIM_RETURN_IF_ERROR(ParseFleet(doc, root, engine.fleet));
   absl::Status valid = ValidateEngineConfig(engine);
   if (!valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(AbslView(source), ": ", valid.message()));
@@ -337,6 +368,19 @@ absl::Status ValidateEngineConfig(const EngineConfig& engine) {
   }
   if (engine.cost_model.kind == "table" && engine.cost_model.table_path.empty()) {
     return absl::InvalidArgumentError("field 'cost_model.table': missing for kind 'table'");
+  }
+  const FleetConfig& fleet = engine.fleet;
+  if (fleet.replicas < 1 || fleet.replicas > kMaxReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'replicas': ", fleet.replicas, " is not in [1, ", kMaxReplicas, "]"));
+  }
+  if (!(fleet.overlap_weight >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("field 'router.overlap_weight': ",
+                                                   fleet.overlap_weight, " is negative"));
+  }
+  if (!(fleet.ttft_slo_ms > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'router.ttft_slo_ms': ", fleet.ttft_slo_ms, " must be positive"));
   }
   return absl::OkStatus();
 }
