@@ -117,7 +117,7 @@ void BM_LookupFullAttention(benchmark::State& state) {
   for (auto _ : state) {
     const auto& h = hashes[i];
     found +=
-        coord.FindLongestCacheHit(h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data()) /
+        coord.FindLongestCacheHit(pool.hit_index(), h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data()) /
         b;
     if (++i == num_requests) i = 0;
   }
@@ -156,7 +156,7 @@ void BM_LookupHybridSlidingWindow(benchmark::State& state) {
   for (auto _ : state) {
     const auto& h = hashes[i];
     const int64_t hit =
-        coord.FindLongestCacheHit(h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data());
+        coord.FindLongestCacheHit(pool.hit_index(), h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data());
     looked_up += hit / b + 256;  // full-attention blocks + the SWA run
     if (++i == num_requests) i = 0;
   }

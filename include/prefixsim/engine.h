@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,8 +104,45 @@ struct RequestRecord {
   int64_t first_token_ns = -1;
   int64_t finish_ns = -1;
   int32_t preemptions = 0;
+  int32_t replica = 0;  // the fleet replica that served it
   // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt".
   std::string skipped;
+};
+
+// One replica of a fleet (per_replica table of the report).
+struct ReplicaSummary {
+  int64_t requests = 0;  // routed to this replica
+  int64_t finished_requests = 0;
+  PrefixCacheStats prefix_cache;
+  int64_t preemptions = 0;
+  int64_t evicted_blocks = 0;
+  double mean_kv_usage = 0;  // step-weighted
+};
+
+// One fleet size tried by --replicas auto.
+struct AutoSizeProbe {
+  int replicas = 0;
+  int64_t sim_time_ns = 0;
+  double ttft_p99_ms = 0;
+  bool keeps_up = false;
+};
+
+// Present when the replay ran a fleet (more than one replica, or --replicas auto).
+struct FleetSummary {
+  int replicas = 1;
+  std::string router;
+  double overlap_weight = 0;  // kv_aware routers only
+  std::vector<ReplicaSummary> per_replica;
+  double imbalance = 0;  // max / mean requests per replica (1 = perfectly even)
+  // --replicas auto: the smallest fleet with sim_time <= 1.1 x trace span and p99 TTFT within
+  // the SLO, and every size tried, in the order tried.
+  bool auto_sized = false;
+  double ttft_slo_ms = 0;
+  int64_t trace_span_ns = 0;  // first to last arrival
+  std::vector<AutoSizeProbe> probes;
+  // kv_aware routers with ReplayOptions::check_invariants: routing lookups on the router's
+  // mirrors verified equal to the replicas' own lookups.
+  int64_t router_index_checks = 0;
 };
 
 struct ReplayResult {
@@ -152,14 +191,27 @@ struct ReplayResult {
   double wall_time_s = 0;  // host time of the replay (not deterministic)
 
   std::vector<RequestRecord> per_request;  // in trace order, if ReplayOptions::record_requests
+  std::optional<FleetSummary> fleet;
 };
 
-// Replays the trace through one engine. Errors: bad trace records, bad acceptance or cost-model
-// configuration (InvalidArgument / NotFound), or an engine that cannot make progress with this
-// configuration (FailedPrecondition, e.g. max_num_batched_tokens below the mamba block size).
+// Replays the trace through engine.fleet.replicas engines behind engine.fleet.router (sim/fleet;
+// one replica is a single engine and reports no FleetSummary). Errors: bad trace records, bad
+// acceptance, cost-model or router configuration (InvalidArgument / NotFound), or an engine
+// that cannot make progress with this configuration (FailedPrecondition, e.g.
+// max_num_batched_tokens below the mamba block size). REQUIRES: !engine.fleet.auto_replicas.
 absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
                                     const EngineConfig& engine, TraceReader& trace,
                                     const ReplayOptions& options = {});
+
+// Opens a fresh reader of the same trace (the fleet search replays it several times).
+using TraceOpener = std::function<absl::StatusOr<std::unique_ptr<TraceReader>>()>;
+
+// Replay with engine.fleet.auto_replicas honoured: the smallest fleet that keeps up, found by
+// doubling then bisection (FleetSummary::probes lists every size tried); otherwise Replay.
+absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
+                                                   const EngineConfig& engine,
+                                                   const TraceOpener& open_trace,
+                                                   const ReplayOptions& options = {});
 
 }  // namespace prefixsim
 

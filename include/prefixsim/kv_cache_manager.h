@@ -13,6 +13,22 @@
 
 namespace prefixsim {
 
+namespace kv {
+struct HashPair;
+class IndexMirror;
+}  // namespace kv
+
+// Store/remove events of a cache's prefix index, as vLLM publishes KV events (BlockStored,
+// BlockRemoved) for routers to consume. One event per block published under a key and per block
+// whose key is dropped (evicted, or re-keyed); a key names (group, block hash), and `tag`
+// verifies it. Keys are opaque to listeners.
+class CacheEventListener {
+ public:
+  virtual ~CacheEventListener() = default;
+  virtual void OnBlockStored(uint64_t key, uint32_t tag) = 0;
+  virtual void OnBlockRemoved(uint64_t key) = 0;
+};
+
 struct KvCacheOptions {
   // Run the full invariant checker after every operation (tests; slow).
   bool check_invariants = false;
@@ -91,6 +107,24 @@ class KvCacheManager {
   // could publish at its own block boundary but that the hybrid caching rule (round-down to S,
   // reference §10.2) keeps out of the cache. 0 without prefix caching and for unitary plans.
   int64_t UnpublishedAlignmentTokens(int64_t computed_tokens) const;
+
+  // Events of this cache's prefix index go to `listener` (null: none). Not owned; it must
+  // outlive the manager or be unset first.
+  void SetCacheEventListener(CacheEventListener* listener);
+
+  // Routing support. HashPrompt computes a prompt's block hashes at the plan's hash granularity
+  // H (equal for every engine with the same plan). PeekPromptHit gives the hit (tokens) that the
+  // admission lookup (reference §9: the fixed point, the alignment to A, max_hit = prompt - 1)
+  // would give this prompt now, without registering it or touching a block; with `mirror`, it
+  // runs the same lookup on that mirror of a cache instead of on this cache.
+  // PeekPrimaryOverlap is what a hybrid-unaware router counts: the longest run of the primary
+  // group's blocks cached from the start, in tokens, with no other group, no alignment to A and
+  // no max_hit cap. Both are 0 without prefix caching.
+  void HashPrompt(const Request& request, std::vector<kv::HashPair>* hashes) const;
+  int64_t PeekPromptHit(const Request& request, const std::vector<kv::HashPair>& hashes,
+                        const kv::IndexMirror* mirror = nullptr);
+  int64_t PeekPrimaryOverlap(const Request& request, const std::vector<kv::HashPair>& hashes,
+                             const kv::IndexMirror* mirror = nullptr) const;
 
   int64_t num_free_blocks() const;   // free and cached-free blocks (not the null block)
   int64_t num_usable_blocks() const;  // num_blocks - 1

@@ -4,7 +4,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
+#include "sim/fleet/router.h"
 
 namespace prefixsim::cli {
 
@@ -48,7 +50,9 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
   g->add_option("--replicas", o->replicas,
                 "engine replicas behind the router, or 'auto': the smallest fleet that keeps up "
                 "(default 1, or the engine JSON's \"replicas\")");
-  g->add_option("--router", o->router, "router of the fleet (default round_robin)");
+  g->add_option("--router", o->router,
+                "router of the fleet: " + absl::StrJoin(fleet::RegisteredRouters(), ", ") +
+                    " (default round_robin)");
   g->add_option("--overlap-weight", o->overlap_weight,
                 "kv_aware routers: weight of the prompt tokens a replica must compute (default 1)");
   g->add_option("--ttft-slo-ms", o->ttft_slo_ms,
@@ -70,7 +74,14 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
       engine.fleet.auto_replicas = false;
     }
   }
-  if (o.router) engine.fleet.router = *o.router;
+  if (o.router) {
+    if (!fleet::IsRegisteredRouter(*o.router)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --router: unknown router '", *o.router,
+                       "' (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+    }
+    engine.fleet.router = *o.router;
+  }
   if (o.overlap_weight) {
     if (!(*o.overlap_weight >= 0)) {
       return absl::InvalidArgumentError(
@@ -126,6 +137,11 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   if (!valid.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(engine.source, " with command-line overrides: ", valid.message()));
+  }
+  if (!fleet::IsRegisteredRouter(engine.fleet.router)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        engine.source, ": field 'router': unknown router '", engine.fleet.router,
+        "' (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
   }
   return absl::OkStatus();
 }

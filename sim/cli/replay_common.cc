@@ -46,8 +46,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
                                        const std::string& progress_label) {
   TraceOptions trace_options = o.trace_options;
   trace_options.seed = o.seed;
-  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
-                             OpenTrace(o.trace, trace_options));
+  const TraceOpener open_trace = [&]() { return OpenTrace(o.trace, trace_options); };
   ReplayOptions options;
   options.seed = o.seed;
   options.check_invariants = o.check_invariants;
@@ -72,7 +71,8 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
       std::fflush(stderr);
     };
   }
-  absl::StatusOr<ReplayResult> result = Replay(plan, model, engine, *reader, options);
+  absl::StatusOr<ReplayResult> result =
+      ReplayWithFleetSizing(plan, model, engine, open_trace, options);
   if (printed) std::fprintf(stderr, "\n");
   return result;
 }

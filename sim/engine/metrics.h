@@ -24,6 +24,8 @@ class HitRateWindow {
  public:
   explicit HitRateWindow(int64_t max_requests) : max_requests_(max_requests) {}
   void Observe(int64_t queries, int64_t hits);
+  int64_t queries() const { return queries_; }
+  int64_t hits() const { return hits_; }
   double hit_rate() const {
     return queries_ > 0 ? static_cast<double>(hits_) / static_cast<double>(queries_) : 0.0;
   }

@@ -7,30 +7,35 @@
 #include "prefixsim/status.h"
 
 namespace prefixsim {
+namespace {
 
-absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
-                                    const EngineConfig& engine, TraceReader& trace,
-                                    const ReplayOptions& options) {
-  PREFIXSIM_ASSIGN_OR_RETURN(
-      std::unique_ptr<Simulator> sim,
-      Simulator::Create(plan, model, engine, options, options.cost_active_params));
-  return sim->Run(trace);
+// Replica 0 draws from the seed itself (a one-replica fleet is the plain engine); the others
+// from independent streams derived from it.
+uint64_t ReplicaSeed(uint64_t seed, int replica) {
+  if (replica == 0) return seed;
+  uint64_t x = seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(replica);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
 }
 
-Simulator::Simulator(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options)
+}  // namespace
+
+Simulator::Simulator(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
+                     int replica, std::vector<RequestRecord>* records)
     : plan_(plan),
       engine_(engine),
       options_(options),
+      replica_(replica),
+      records_(records),
       sched_config_(SchedulerConfig::From(plan, engine)),
-      rng_(options.seed) {
+      rng_(ReplicaSeed(options.seed, replica)) {
   sched_config_.hit_rate_window_requests = options.hit_rate_window_requests;
 }
 
-absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
-                                                             const ModelSpec& model,
-                                                             const EngineConfig& engine,
-                                                             const ReplayOptions& options,
-                                                             double cost_active_params) {
+absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
+    const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
+    const ReplayOptions& options, int replica, std::vector<RequestRecord>* records) {
   if (plan.num_blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV plan has ", plan.num_blocks, " blocks; the engine needs at least 2 (null + 1)"));
@@ -39,7 +44,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
     return absl::InvalidArgumentError(
         "max_num_batched_tokens and max_num_seqs must be > 0, max_model_len > 1");
   }
-  std::unique_ptr<Simulator> sim(new Simulator(plan, engine, options));
+  std::unique_ptr<Simulator> sim(new Simulator(plan, engine, options, replica, records));
   const SpeculativeConfig& spec = engine.speculative;
   if (spec.enabled && spec.num_speculative_tokens > 0) {
     sim->num_spec_tokens_ = spec.num_speculative_tokens;
@@ -50,98 +55,43 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
   ctx.plan = &sim->plan_;
   ctx.model = &model;
   ctx.engine = &sim->engine_;
-  ctx.active_params = cost_active_params;
+  ctx.active_params = options.cost_active_params;
   PREFIXSIM_ASSIGN_OR_RETURN(sim->cost_, NewCostModel(engine.cost_model, ctx));
   KvCacheOptions kv_options;
   kv_options.check_invariants = options.check_invariants;
   kv_options.max_model_len = engine.max_model_len;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
-  sim->result_.policy = plan.policy;
-  sim->result_.plan = plan;
   if (sim->num_spec_tokens_ > 0) {
-    sim->result_.spec_decode.accepted_per_position.assign(sim->num_spec_tokens_, 0);
+    sim->totals_.counters.spec_decode.accepted_per_position.assign(sim->num_spec_tokens_, 0);
   }
   return sim;
 }
 
-absl::Status Simulator::ReadNext(TraceReader& trace) {
-  auto req = std::make_unique<Request>();
-  PREFIXSIM_ASSIGN_OR_RETURN(bool more, trace.Next(req.get()));
-  if (!more) {
-    pending_.reset();
-    return absl::OkStatus();
-  }
-  // The event kernel never goes back in time: an arrival earlier than the previous one (or
-  // before 0) is clamped and counted.
-  if (req->arrival_ns < last_arrival_ns_) {
-    req->arrival_ns = last_arrival_ns_;
-    result_.out_of_order_arrivals += 1;
-  }
-  last_arrival_ns_ = req->arrival_ns;
-  pending_ = std::move(req);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ReplayResult> Simulator::Run(TraceReader& trace) {
-  wall_start_ = std::chrono::steady_clock::now();
-  next_progress_ = options_.progress_interval_requests;
-  PREFIXSIM_RETURN_IF_ERROR(ReadNext(trace));
-  if (pending_) events_.Push(pending_->arrival_ns, EventType::kArrival);
-  while (!events_.empty()) {
-    const auto ev = events_.Pop();
-    switch (ev.payload) {
-      case EventType::kArrival:
-        PREFIXSIM_RETURN_IF_ERROR(HandleArrivals(trace));
-        break;
-      case EventType::kStepDone:
-        FinishStep();
-        busy_ = false;
-        PREFIXSIM_RETURN_IF_ERROR(StartStep());
-        break;
-    }
-  }
-  PREFIXSIM_CHECK(scheduler_->num_running() == 0 && scheduler_->num_waiting() == 0);
-  ReportProgress(true, /*done=*/true);
-  return Collect();
-}
-
-absl::Status Simulator::HandleArrivals(TraceReader& trace) {
-  const int64_t now = events_.now();
-  // All requests that arrive at this instant join the waiting queue before the engine looks.
-  while (pending_ && pending_->arrival_ns <= now) {
-    Admit(std::move(pending_));
-    PREFIXSIM_RETURN_IF_ERROR(ReadNext(trace));
-  }
-  if (pending_) events_.Push(pending_->arrival_ns, EventType::kArrival);
-  ReportProgress(false);
-  if (!busy_) return StartStep();
-  return absl::OkStatus();
-}
-
 void Simulator::Skip(const Request& request, const char* reason) {
-  if (options_.record_requests) {
+  if (records_ != nullptr) {
     RequestRecord rec;
     rec.id = request.id;
     rec.arrival_ns = request.arrival_ns;
     rec.prompt_tokens = request.prompt_tokens;
+    rec.replica = replica_;
     rec.skipped = reason;
-    result_.per_request.push_back(std::move(rec));
+    records_->push_back(std::move(rec));
   }
 }
 
-void Simulator::Admit(std::unique_ptr<Request> request) {
-  result_.requests += 1;
-  if (first_arrival_ns_ < 0) first_arrival_ns_ = request->arrival_ns;
+void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/) {
+  ReplayResult& result = totals_.counters;
+  result.requests += 1;
   // vLLM rejects an empty prompt or one longer than max_model_len at input processing; a prompt
   // of exactly max_model_len leaves no room for an output token, so it is rejected here too.
   if (request->prompt_tokens <= 0) {
-    result_.skipped_empty_prompt += 1;
+    result.skipped_empty_prompt += 1;
     Skip(*request, "empty_prompt");
     return;
   }
   if (request->prompt_tokens >= engine_.max_model_len) {
-    result_.skipped_prompt_too_long += 1;
+    result.skipped_prompt_too_long += 1;
     Skip(*request, "prompt_too_long");
     return;
   }
@@ -152,13 +102,14 @@ void Simulator::Admit(std::unique_ptr<Request> request) {
   sim->max_outputs = std::max<int64_t>(
       1, std::min(request->output_tokens, engine_.max_model_len - request->prompt_tokens));
   sim->request = std::move(request);
-  if (options_.record_requests) {
-    sim->record_index = static_cast<int64_t>(result_.per_request.size());
+  if (records_ != nullptr) {
+    sim->record_index = static_cast<int64_t>(records_->size());
     RequestRecord rec;
     rec.id = sim->request->id;
     rec.arrival_ns = sim->request->arrival_ns;
     rec.prompt_tokens = sim->request->prompt_tokens;
-    result_.per_request.push_back(std::move(rec));
+    rec.replica = replica_;
+    records_->push_back(std::move(rec));
   }
   if (free_slots_.empty()) {
     sim->slot = live_.size();
@@ -173,12 +124,13 @@ void Simulator::Admit(std::unique_ptr<Request> request) {
   scheduler_->AddWaiting(raw);
 }
 
-absl::Status Simulator::StartStep() {
+absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
   PREFIXSIM_CHECK(!busy_);
+  ReplayResult& result = totals_.counters;
   for (;;) {
     scheduler_->Schedule(&batch_);
     if (!batch_.empty()) break;
-    if (scheduler_->num_waiting() == 0 && scheduler_->num_running() == 0) return absl::OkStatus();
+    if (scheduler_->num_waiting() == 0 && scheduler_->num_running() == 0) return 0;
     const AdmissionStop stop = scheduler_->last_admission_stop();
     // A step that only preempted admits nothing (vLLM); the next schedule can admit. It takes no
     // simulated time: no tokens run.
@@ -190,10 +142,10 @@ absl::Status Simulator::StartStep() {
       SimRequest* req = scheduler_->PopWaitingFront();
       kv_->Free(req->id());
       kv_->RemoveRequest(req->id());
-      result_.skipped_does_not_fit += 1;
+      result.skipped_does_not_fit += 1;
       if (req->record_index >= 0) {
-        result_.per_request[req->record_index].skipped = "does_not_fit";
-        result_.per_request[req->record_index].preemptions = req->num_preemptions;
+        (*records_)[req->record_index].skipped = "does_not_fit";
+        (*records_)[req->record_index].preemptions = req->num_preemptions;
       }
       free_slots_.push_back(req->slot);
       live_[req->slot].reset();
@@ -212,14 +164,12 @@ absl::Status Simulator::StartStep() {
   }
   const int64_t dt = cost_->StepTimeNs(work_);
   PREFIXSIM_CHECK(dt > 0);
-  result_.num_steps += 1;
-  if ((result_.num_steps & 1023) == 0) ReportProgress(true);
-  usage_sum_ += kv_->usage();
-  result_.max_running =
-      std::max<int64_t>(result_.max_running, static_cast<int64_t>(scheduler_->num_running()));
+  result.num_steps += 1;
+  totals_.usage_sum += kv_->usage();
+  result.max_running =
+      std::max<int64_t>(result.max_running, static_cast<int64_t>(scheduler_->num_running()));
   busy_ = true;
-  events_.Push(events_.now() + dt, EventType::kStepDone);
-  return absl::OkStatus();
+  return dt;
 }
 
 int Simulator::SampleAccepted(SimRequest* req, int num_drafts) {
@@ -233,14 +183,16 @@ int Simulator::SampleAccepted(SimRequest* req, int num_drafts) {
   return a;
 }
 
-void Simulator::FinishStep() {
-  const int64_t now = events_.now();
+void Simulator::FinishStep(int64_t now) {
+  PREFIXSIM_CHECK(busy_);
+  busy_ = false;
+  ReplayResult& result = totals_.counters;
   std::vector<SimRequest*>& done = done_;
   done.clear();
   for (const ScheduledSeq& s : batch_) {
     SimRequest* r = s.req;
     r->num_computed += s.num_new_tokens;
-    result_.computed_tokens += s.num_new_tokens;
+    result.computed_tokens += s.num_new_tokens;
     if (r->num_computed < r->num_tokens) continue;  // a prefill chunk; no token sampled yet
     // The step reached the end of the sequence: it samples a token and verifies the drafts.
     const int d = s.num_drafts;
@@ -248,7 +200,7 @@ void Simulator::FinishStep() {
     int accepted = 0;
     if (d > 0) {
       accepted = SampleAccepted(r, d);
-      SpecDecodeStats& sd = result_.spec_decode;
+      SpecDecodeStats& sd = result.spec_decode;
       sd.num_drafts += 1;
       sd.draft_tokens += d;
       sd.accepted_tokens += accepted;
@@ -274,22 +226,23 @@ void Simulator::FinishStep() {
 }
 
 void Simulator::Finish(SimRequest* r) {
-  result_.unpublished_alignment_tokens +=
+  ReplayResult& result = totals_.counters;
+  result.unpublished_alignment_tokens +=
       kv_->UnpublishedAlignmentTokens(std::min(r->num_computed, r->num_tokens));
   kv_->Free(r->id());
   kv_->RemoveRequest(r->id());
-  result_.finished_requests += 1;
-  result_.prompt_tokens += r->request->prompt_tokens;
-  result_.output_tokens += r->num_outputs;
+  result.finished_requests += 1;
+  result.prompt_tokens += r->request->prompt_tokens;
+  result.output_tokens += r->num_outputs;
   const int64_t arrival = r->request->arrival_ns;
-  ttft_ns_.push_back(r->first_token_ns - arrival);
-  e2e_ns_.push_back(r->finish_ns - arrival);
+  totals_.ttft_ns.push_back(r->first_token_ns - arrival);
+  totals_.e2e_ns.push_back(r->finish_ns - arrival);
   if (r->num_outputs > 1) {
-    tpot_ns_.push_back((r->finish_ns - r->first_token_ns) / (r->num_outputs - 1));
+    totals_.tpot_ns.push_back((r->finish_ns - r->first_token_ns) / (r->num_outputs - 1));
   }
-  last_finish_ns_ = std::max(last_finish_ns_, r->finish_ns);
+  totals_.last_finish_ns = std::max(totals_.last_finish_ns, r->finish_ns);
   if (r->record_index >= 0) {
-    RequestRecord& rec = result_.per_request[r->record_index];
+    RequestRecord& rec = (*records_)[r->record_index];
     rec.output_tokens = r->num_outputs;
     rec.hit_tokens = std::max<int64_t>(r->first_hit_tokens, 0);
     rec.alignment_loss_tokens = r->first_alignment_loss;
@@ -301,45 +254,34 @@ void Simulator::Finish(SimRequest* r) {
   live_[r->slot].reset();
 }
 
-void Simulator::ReportProgress(bool force, bool done) {
-  if (!options_.progress) return;
-  if (!force && result_.requests < next_progress_) return;
-  next_progress_ = result_.requests + std::max<int64_t>(1, options_.progress_interval_requests);
-  ReplayProgress p;
-  p.requests_read = result_.requests;
-  p.requests_finished = result_.finished_requests + result_.skipped_prompt_too_long +
-                        result_.skipped_does_not_fit + result_.skipped_empty_prompt;
-  p.sim_time_ns = events_.now();
-  p.done = done;
-  options_.progress(p);
+int64_t Simulator::requests_done() const {
+  const ReplayResult& r = totals_.counters;
+  return r.finished_requests + r.skipped_prompt_too_long + r.skipped_does_not_fit +
+         r.skipped_empty_prompt;
 }
 
-ReplayResult Simulator::Collect() {
-  ReplayResult& r = result_;
+int64_t Simulator::OutstandingTokens() const {
+  int64_t tokens = 0;
+  for (const SimRequest* r : scheduler_->waiting()) tokens += r->num_tokens - r->num_computed;
+  for (const SimRequest* r : scheduler_->running()) {
+    tokens += r->num_computed < r->num_tokens ? r->num_tokens - r->num_computed : r->num_tokens;
+  }
+  return tokens;
+}
+
+ReplicaTotals Simulator::TakeTotals() {
+  PREFIXSIM_CHECK(idle());
+  ReplayResult& r = totals_.counters;
   const SchedulerCounters& c = scheduler_->counters();
   r.prefix_cache = c.prefix_cache;
-  r.recent_hit_rate = scheduler_->recent_hit_rate();
-  r.recent_window_requests = options_.hit_rate_window_requests;
   r.alignment_loss_tokens = c.alignment_loss_tokens;
   r.preempted_alignment_loss_tokens = c.preempted_alignment_loss_tokens;
   r.preemptions = c.preemptions;
   r.evicted_blocks = kv_->counters().evicted_blocks;
   r.cached_blocks = kv_->counters().cached_blocks;
-  r.mean_kv_usage = r.num_steps > 0 ? usage_sum_ / static_cast<double>(r.num_steps) : 0.0;
-  r.ttft = SummarizeLatencyNs(ttft_ns_);
-  r.tpot = SummarizeLatencyNs(tpot_ns_);
-  r.e2e = SummarizeLatencyNs(e2e_ns_);
-  r.sim_time_ns =
-      first_arrival_ns_ >= 0 ? std::max<int64_t>(last_finish_ns_ - first_arrival_ns_, 0) : 0;
-  if (r.sim_time_ns > 0) {
-    const double s = static_cast<double>(r.sim_time_ns) / 1e9;
-    r.requests_per_s = static_cast<double>(r.finished_requests) / s;
-    r.prompt_tokens_per_s = static_cast<double>(r.prompt_tokens) / s;
-    r.output_tokens_per_s = static_cast<double>(r.output_tokens) / s;
-  }
-  r.wall_time_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
-  return std::move(result_);
+  totals_.window_queries = scheduler_->window_queries();
+  totals_.window_hits = scheduler_->window_hits();
+  return std::move(totals_);
 }
 
 }  // namespace prefixsim

@@ -1,13 +1,13 @@
-// The engine: one vLLM engine as a discrete-event simulation. Events are request arrivals and
-// step completions; each step schedules a batch (sim/sched), lasts the cost model's step time,
-// then applies its results: prefill progress, sampled tokens, verified drafts (DESIGN §2).
+// One vLLM engine replica as a discrete-event component. The event loop that drives it (arrivals
+// from the trace, step completions on one shared clock) lives in sim/fleet/fleet.h, which runs
+// one or many replicas behind a router. Each step schedules a batch (sim/sched), lasts the cost
+// model's step time, then applies its results: prefill progress, sampled tokens, verified drafts
+// (DESIGN §2).
 #ifndef PREFIXSIM_SIM_ENGINE_SIMULATOR_H_
 #define PREFIXSIM_SIM_ENGINE_SIMULATOR_H_
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <random>
 #include <vector>
 
@@ -15,56 +15,74 @@
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_cache_manager.h"
 #include "sim/cost/cost_model.h"
-#include "sim/engine/event_queue.h"
 #include "sim/sched/scheduler.h"
 #include "sim/spec/acceptance_model.h"
 
 namespace prefixsim {
 
+// What a replica accumulates; the fleet merges these into the ReplayResult.
+struct ReplicaTotals {
+  ReplayResult counters;  // the counters of ReplayResult (no plan, latency or per_request)
+  std::vector<int64_t> ttft_ns, tpot_ns, e2e_ns;
+  double usage_sum = 0;                         // KV usage summed over steps
+  int64_t window_queries = 0, window_hits = 0;  // the logged hit rate's window
+  int64_t last_finish_ns = 0;
+};
+
 class Simulator {
  public:
-  // Builds the engine: KV manager, scheduler, acceptance and cost models. Errors for a bad
-  // acceptance or cost-model configuration.
-  static absl::StatusOr<std::unique_ptr<Simulator>> Create(const KvPlan& plan,
-                                                           const ModelSpec& model,
-                                                           const EngineConfig& engine,
-                                                           const ReplayOptions& options,
-                                                           double cost_active_params = 0);
+  // Builds replica `replica` of the engine: KV manager, scheduler, acceptance and cost models.
+  // `records` (may be null) receives one RequestRecord per request this replica is given, shared
+  // with the other replicas in arrival order. Errors for a bad acceptance or cost-model
+  // configuration.
+  static absl::StatusOr<std::unique_ptr<Simulator>> Create(
+      const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
+      const ReplayOptions& options, int replica, std::vector<RequestRecord>* records);
 
-  // Runs the trace to the end. Call once.
-  absl::StatusOr<ReplayResult> Run(TraceReader& trace);
+  // A request arrives at `now`: it joins the waiting queue, or is skipped and counted.
+  void Admit(std::unique_ptr<Request> request, int64_t now);
+  // Starts the next step at `now`. Returns its duration (> 0), or 0 when there is nothing to
+  // run. REQUIRES: !busy(). FailedPrecondition when the engine cannot make progress.
+  absl::StatusOr<int64_t> StartStep(int64_t now);
+  // Ends the running step at `now`. REQUIRES: busy().
+  void FinishStep(int64_t now);
+
+  bool busy() const { return busy_; }
+  bool idle() const {
+    return !busy_ && scheduler_->num_running() == 0 && scheduler_->num_waiting() == 0;
+  }
+  int replica() const { return replica_; }
+  int64_t num_steps() const { return totals_.counters.num_steps; }
+  int64_t requests_done() const;  // finished or skipped
+  // Work a router sees (as NVIDIA Dynamo's KV router counts it): prompt tokens not yet computed
+  // of waiting and prefilling requests, plus the context tokens of decoding requests.
+  int64_t OutstandingTokens() const;
+  KvCacheManager& kv() { return *kv_; }
+
+  // The replica's totals at the end. REQUIRES: idle(). Call once.
+  ReplicaTotals TakeTotals();
 
  private:
-  enum class EventType { kArrival, kStepDone };
+  Simulator(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
+            int replica, std::vector<RequestRecord>* records);
 
-  Simulator(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options);
-
-  // Reads the next request of the trace into pending_ (or clears it at the end).
-  absl::Status ReadNext(TraceReader& trace);
-  absl::Status HandleArrivals(TraceReader& trace);
-  void Admit(std::unique_ptr<Request> request);
   void Skip(const Request& request, const char* reason);
-  absl::Status StartStep();
-  void FinishStep();
   int SampleAccepted(SimRequest* req, int num_drafts);
   void Finish(SimRequest* req);
-  void ReportProgress(bool force, bool done = false);
-  ReplayResult Collect();
 
   KvPlan plan_;
   EngineConfig engine_;
   ReplayOptions options_;
+  int replica_;
+  std::vector<RequestRecord>* records_;
   SchedulerConfig sched_config_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<AcceptanceModel> acceptance_;
   std::unique_ptr<CostModel> cost_;
   std::mt19937_64 rng_;
-  EventQueue<EventType> events_;
   int num_spec_tokens_ = 0;
 
-  std::unique_ptr<Request> pending_;  // the next request of the trace, not yet arrived
-  int64_t last_arrival_ns_ = 0;
   bool busy_ = false;
   std::vector<ScheduledSeq> batch_;
   std::vector<SeqWork> work_;
@@ -72,14 +90,7 @@ class Simulator {
   std::vector<std::unique_ptr<SimRequest>> live_;  // indexed by slot
   std::vector<size_t> free_slots_;
 
-  // Metrics.
-  ReplayResult result_;
-  int64_t first_arrival_ns_ = -1;
-  int64_t last_finish_ns_ = 0;
-  std::vector<int64_t> ttft_ns_, tpot_ns_, e2e_ns_;
-  double usage_sum_ = 0;
-  int64_t next_progress_ = 0;
-  std::chrono::steady_clock::time_point wall_start_;
+  ReplicaTotals totals_;
 };
 
 }  // namespace prefixsim

@@ -52,6 +52,7 @@ void BlockPool::Uncache(BlockId b) {
 
 void BlockPool::RemoveFromIndex(BlockId b) {
   const uint64_t key = hash_[b].hash ^ GroupSalt(group_[b]);
+  if (listener_ != nullptr) listener_->OnBlockRemoved(key);
   const BlockId p = dup_prev_[b], n = dup_next_[b];
   if (p == kNoBlock) {
     PrefixIndex::Slot* slot = index_.Find(key);
@@ -110,6 +111,7 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   hash_[b] = h;
   group_[b] = group;
   ++num_cached_;
+  if (listener_ != nullptr) listener_->OnBlockStored(key, Tag(group, h));
   return true;
 }
 

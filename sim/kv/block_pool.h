@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/prefix_index.h"
@@ -32,6 +33,43 @@ using BlockId = int32_t;
 inline constexpr BlockId kNullBlock = 0;
 inline constexpr BlockId kNoBlock = -1;
 
+// Index keys: a block hash salted with its group, and a 32-bit verifier of (check, group).
+inline uint64_t GroupSalt(int group) {
+  uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(group + 1);
+  x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ULL;
+  return x ^ (x >> 29);
+}
+inline uint32_t GroupTag(int group, const HashPair& h) {
+  return static_cast<uint32_t>(h.check ^ (h.check >> 32) ^ GroupSalt(group));
+}
+
+// What hit finding reads (reference §9): a prefix index keyed by (group, block hash). It is the
+// block pool's own index, or a mirror of one kept by the pool's cache events (a router's view of
+// a replica, index_mirror.h); the same finders run on both. Lookup returns a positive value
+// (the pool: the first block cached under the key) or kNoBlock.
+class HitIndex {
+ public:
+  HitIndex(const PrefixIndex* index, int64_t* collisions) : index_(index), collisions_(collisions) {}
+
+  BlockId Lookup(int group, const HashPair& h) const {
+    const PrefixIndex::Slot* slot = index_->Find(h.hash ^ GroupSalt(group));
+    if (slot == nullptr) return kNoBlock;
+    // The slot carries the verifier, so a hit reads one slot only. Equal key and tag mean equal
+    // (hash, group) and 32 more bits of the check value.
+    if (slot->tag != GroupTag(group, h)) {
+      ++*collisions_;
+      return kNoBlock;
+    }
+    return slot->block;
+  }
+  // Hints the CPU to fetch the slot of (group, h) (lookups of a chain are independent).
+  void Prefetch(int group, const HashPair& h) const { index_->Prefetch(h.hash ^ GroupSalt(group)); }
+
+ private:
+  const PrefixIndex* index_;
+  int64_t* collisions_;
+};
+
 class BlockPool {
  public:
   explicit BlockPool(int64_t num_blocks);
@@ -39,21 +77,14 @@ class BlockPool {
   int64_t num_blocks() const { return num_blocks_; }
   int64_t num_free() const { return num_free_; }
 
+  // The pool's prefix index as hit finding reads it.
+  HitIndex hit_index() const { return HitIndex(&index_, &collisions_); }
   // The block cached under (group, h), or kNoBlock.
-  BlockId Lookup(int group, const HashPair& h) const {
-    const PrefixIndex::Slot* slot = index_.Find(h.hash ^ GroupSalt(group));
-    if (slot == nullptr) return kNoBlock;
-    // The slot carries the verifier, so a hit reads one slot only. Equal key and tag mean equal
-    // (hash, group) and 32 more bits of the check value.
-    if (slot->tag != Tag(group, h)) {
-      ++collisions_;
-      return kNoBlock;
-    }
-    return slot->block;
-  }
+  BlockId Lookup(int group, const HashPair& h) const { return hit_index().Lookup(group, h); }
 
-  // Hints the CPU to fetch the index slot of (group, h) (lookups of a chain are independent).
-  void Prefetch(int group, const HashPair& h) const { index_.Prefetch(h.hash ^ GroupSalt(group)); }
+  // Receives a store event for every block published and a remove event for every block whose
+  // hash is dropped (evicted or re-keyed), keyed like the index. Null: none. Not owned.
+  void set_listener(CacheEventListener* listener) { listener_ = listener; }
 
   // A cache hit takes a reference: a free block leaves the free queue.
   void Touch(BlockId b) {
@@ -91,14 +122,7 @@ class BlockPool {
   // Aborts unless the pool's own structures are consistent (queue links, counts, index).
   void CheckInvariants() const;
 
-  static uint32_t Tag(int group, const HashPair& h) {
-    return static_cast<uint32_t>(h.check ^ (h.check >> 32) ^ GroupSalt(group));
-  }
-  static uint64_t GroupSalt(int group) {
-    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(group + 1);
-    x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ULL;
-    return x ^ (x >> 29);
-  }
+  static uint32_t Tag(int group, const HashPair& h) { return GroupTag(group, h); }
 
  private:
   void Unlink(BlockId b) {
@@ -125,6 +149,7 @@ class BlockPool {
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;
   mutable int64_t collisions_ = 0;
+  CacheEventListener* listener_ = nullptr;
 };
 
 }  // namespace kv

@@ -12,7 +12,7 @@ int64_t ChunkedLocalManager::NumSkippedTokens(int64_t num_computed) const {
   return RoundDown(num_computed, spec_.attention_chunk_size);
 }
 
-int64_t ChunkedLocalManager::FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
+int64_t ChunkedLocalManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine, int64_t max_len,
                                             int64_t alignment, bool /*drop_eagle*/,
                                             absl::Span<const int> gids,
                                             std::vector<BlockId>* out) const {
@@ -21,7 +21,7 @@ int64_t ChunkedLocalManager::FindLongestHit(const HashPair* fine, int64_t num_fi
   const int64_t start = std::min(RoundDown(max_len, spec_.attention_chunk_size) / block_size_, nb);
   for (size_t k = 0; k < gids.size(); ++k) out[k].assign(nb, kNullBlock);
   int64_t j = start;
-  while (j < nb && LookupAll(fine, j, gids, out)) ++j;
+  while (j < nb && LookupAll(index, fine, j, gids, out)) ++j;
   int64_t hit = j * block_size_;
   // vLLM requires B == A here; align anyway so a hybrid hit stays a multiple of A.
   hit -= hit % alignment;

@@ -81,7 +81,8 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   sg_eagle_ok_.resize(spec_groups_.size());
 }
 
-int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t num_fine,
+int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const HashPair* fine,
+                                                int64_t num_fine,
                                                 int64_t max_hit, int64_t alignment,
                                                 std::vector<BlockId>* out) {
   for (int g = 0; g < num_groups(); ++g) out[g].clear();
@@ -91,7 +92,7 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t nu
     const SpecGroup& sg = spec_groups_[0];
     // Unitary: the EAGLE drop is one block (A = B), reference §9.4.
     const int64_t hit =
-        sg.manager->FindLongestHit(fine, num_fine, max_hit, alignment, sg.eagle, sg.gids, out);
+        sg.manager->FindLongestHit(index, fine, num_fine, max_hit, alignment, sg.eagle, sg.gids, out);
     return hit;
   }
   // Hybrid fixed point (reference §9.3).
@@ -114,7 +115,7 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HashPair* fine, int64_t nu
         const int64_t margin = partial_hits_ ? hash_block_size_ : sg.block_size;
         limit = std::min(cur + margin, max_hit);
       }
-      const int64_t h = sg.manager->FindLongestHit(fine, num_fine, limit, alignment, drop, sg.gids,
+      const int64_t h = sg.manager->FindLongestHit(index, fine, num_fine, limit, alignment, drop, sg.gids,
                                                    scratch_[s].data());
       if (drop) {
         sg_eagle_ok_[s] = 1;

@@ -33,10 +33,14 @@ class KvCacheCoordinator {
   const SingleTypeManager& manager(int g) const { return *managers_[g]; }
 
   // The longest hit of at most max_hit tokens that every group can serve, a multiple of
-  // `alignment` (the plan's A for the real lookup). out[g] receives group g's hit blocks.
-  // Not const: it reuses internal scratch buffers (no allocation in steady state).
-  int64_t FindLongestCacheHit(const HashPair* fine, int64_t num_fine, int64_t max_hit,
-                              int64_t alignment, std::vector<BlockId>* out);
+  // `alignment` (the plan's A for the real lookup), reading the cache through `index`. out[g]
+  // receives group g's hit blocks. Not const: it reuses internal scratch buffers (no
+  // allocation in steady state).
+  int64_t FindLongestCacheHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                              int64_t max_hit, int64_t alignment, std::vector<BlockId>* out);
+  // The group a hybrid-unaware router would watch: the first prefix-cacheable full-attention
+  // group (else the first prefix-cacheable one), or -1.
+  int primary_group() const { return spec_groups_.empty() ? -1 : spec_groups_[0].gids[0]; }
 
   void RemoveSkippedBlocks(GroupBlocks* groups, int64_t total) const;
   // `hit` is null or an array of num_groups() hit block lists.

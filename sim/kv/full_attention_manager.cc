@@ -9,7 +9,7 @@
 namespace prefixsim {
 namespace kv {
 
-int64_t FullAttentionManager::FindLongestHit(const HashPair* fine, int64_t num_fine,
+int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                                              int64_t max_len, int64_t alignment, bool drop_eagle,
                                              absl::Span<const int> gids,
                                              std::vector<BlockId>* out) const {
@@ -20,14 +20,14 @@ int64_t FullAttentionManager::FindLongestHit(const HashPair* fine, int64_t num_f
   // Prefetch a few blocks ahead: the lookups are independent memory accesses.
   constexpr int64_t kAhead = 8;
   for (int64_t p = 0; p < std::min(kAhead, nb); ++p) {
-    for (int g : gids) pool_->Prefetch(g, BlockHash(fine, p));
+    for (int g : gids) index.Prefetch(g, BlockHash(fine, p));
   }
   int64_t j = 0;
   while (j < nb) {
     if (j + kAhead < nb) {
-      for (int g : gids) pool_->Prefetch(g, BlockHash(fine, j + kAhead));
+      for (int g : gids) index.Prefetch(g, BlockHash(fine, j + kAhead));
     }
-    if (!LookupAll(fine, j, gids, out)) break;
+    if (!LookupAll(index, fine, j, gids, out)) break;
     ++j;
   }
   int64_t hit = j * block_size_;
@@ -38,7 +38,7 @@ int64_t FullAttentionManager::FindLongestHit(const HashPair* fine, int64_t num_f
     for (int64_t f = hi; f >= j * ratio_; --f) {
       bool all = true;
       for (size_t k = 0; k < gids.size() && all; ++k) {
-        const BlockId b = pool_->Lookup(gids[k], fine[f]);
+        const BlockId b = index.Lookup(gids[k], fine[f]);
         if (b == kNoBlock) {
           all = false;
         } else {

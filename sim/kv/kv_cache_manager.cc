@@ -9,6 +9,7 @@
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
 #include "sim/kv/coordinator.h"
+#include "sim/kv/index_mirror.h"
 
 namespace prefixsim {
 
@@ -127,11 +128,11 @@ class KvCacheManager::Impl {
     const kv::HashPair* fine = st.hashes.data();
     const int64_t nf = static_cast<int64_t>(st.hashes.size());
     const int64_t a = coord_.hit_alignment();
-    result.hit_tokens = coord_.FindLongestCacheHit(fine, nf, max_hit, a, st.pending.data());
+    result.hit_tokens = coord_.FindLongestCacheHit(pool_.hit_index(), fine, nf, max_hit, a, st.pending.data());
     if (a != coord_.hash_block_size()) {
       // Alignment loss: the same lookup at the hash granularity H instead of A.
       const int64_t fine_hit = coord_.FindLongestCacheHit(
-          fine, nf, max_hit, coord_.hash_block_size(), fine_scratch_.data());
+          pool_.hit_index(), fine, nf, max_hit, coord_.hash_block_size(), fine_scratch_.data());
       result.alignment_loss_tokens = std::max<int64_t>(0, fine_hit - result.hit_tokens);
     }
     st.has_pending = result.hit_tokens > 0;
@@ -327,6 +328,45 @@ bool KvCacheManager::AllocateSlots(uint64_t request_id, int64_t num_computed_tok
                               num_new_computed_tokens, num_lookahead_tokens);
 }
 void KvCacheManager::Free(uint64_t request_id) { impl_->Free(request_id); }
+void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
+  impl_->pool_.set_listener(listener);
+}
+
+void KvCacheManager::HashPrompt(const Request& request, std::vector<kv::HashPair>* hashes) const {
+  hashes->clear();
+  const int64_t h = impl_->coord_.hash_block_size();
+  kv::HashCursor cursor;
+  kv::ExtendBlockHashes(request, h, request.prompt_tokens / h, &cursor, hashes);
+}
+
+int64_t KvCacheManager::PeekPromptHit(const Request& request,
+                                      const std::vector<kv::HashPair>& hashes,
+                                      const kv::IndexMirror* mirror) {
+  Impl& m = *impl_;
+  if (!m.caching_) return 0;
+  const int64_t max_hit = request.prompt_tokens - 1;  // reference §9.1
+  if (max_hit <= 0) return 0;
+  const int64_t nf =
+      std::min<int64_t>(static_cast<int64_t>(hashes.size()), max_hit / m.coord_.hash_block_size());
+  return m.coord_.FindLongestCacheHit(mirror ? mirror->hit_index() : m.pool_.hit_index(),
+                                      hashes.data(), nf, max_hit, m.coord_.hit_alignment(),
+                                      m.fine_scratch_.data());
+}
+
+int64_t KvCacheManager::PeekPrimaryOverlap(const Request& request,
+                                           const std::vector<kv::HashPair>& hashes,
+                                           const kv::IndexMirror* mirror) const {
+  const Impl& m = *impl_;
+  const int g = m.coord_.primary_group();
+  if (!m.caching_ || g < 0) return 0;
+  const kv::HitIndex index = mirror ? mirror->hit_index() : m.pool_.hit_index();
+  const kv::SingleTypeManager& manager = m.coord_.manager(g);
+  const int64_t ratio = manager.block_size() / m.coord_.hash_block_size();
+  const int64_t nb = static_cast<int64_t>(hashes.size()) / ratio;
+  int64_t j = 0;
+  while (j < nb && index.Lookup(g, manager.BlockHash(hashes.data(), j)) != kv::kNoBlock) ++j;
+  return std::min(j * manager.block_size(), request.prompt_tokens);
+}
 int64_t KvCacheManager::num_free_blocks() const { return impl_->pool_.num_free(); }
 int64_t KvCacheManager::UnpublishedAlignmentTokens(int64_t computed_tokens) const {
   if (!impl_->caching_) return 0;

@@ -15,7 +15,7 @@
 namespace prefixsim {
 namespace kv {
 
-int64_t MambaManager::FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
+int64_t MambaManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine, int64_t max_len,
                                      int64_t alignment, bool /*drop_eagle*/,
                                      absl::Span<const int> gids, std::vector<BlockId>* out) const {
   if (params_.partial_hits && alignment < block_size_) {
@@ -26,7 +26,7 @@ int64_t MambaManager::FindLongestHit(const HashPair* fine, int64_t num_fine, int
       const int64_t idx = CeilDiv(end, block_size_) - 1;
       bool all = true;
       for (size_t k = 0; k < gids.size() && all; ++k) {
-        const BlockId b = pool_->Lookup(gids[k], fine[f]);
+        const BlockId b = index.Lookup(gids[k], fine[f]);
         if (b == kNoBlock) {
           all = false;
         } else {
@@ -43,7 +43,7 @@ int64_t MambaManager::FindLongestHit(const HashPair* fine, int64_t num_fine, int
   for (size_t k = 0; k < gids.size(); ++k) out[k].assign(nb, kNullBlock);
   for (int64_t i = nb - 1; i >= 0; --i) {
     if (((i + 1) * block_size_) % alignment != 0) continue;
-    if (LookupAll(fine, i, gids, out)) {
+    if (LookupAll(index, fine, i, gids, out)) {
       for (size_t k = 0; k < gids.size(); ++k) out[k].resize(i + 1);
       return (i + 1) * block_size_;
     }

@@ -58,9 +58,10 @@ class SingleTypeManager {
   // a block is a hit only if every group of the batch has it cached). Fills out[k] with the
   // block table prefix of gids[k] (kNullBlock where nothing is needed) and returns the hit in
   // tokens. `fine` holds num_fine H-chunk hashes. Allocation-free once `out` has capacity.
-  virtual int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len,
-                                 int64_t alignment, bool drop_eagle, absl::Span<const int> gids,
-                                 std::vector<BlockId>* out) const = 0;
+  // Reads the cache through `index` only (the pool's, or a mirror of it).
+  virtual int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                                 int64_t max_len, int64_t alignment, bool drop_eagle,
+                                 absl::Span<const int> gids, std::vector<BlockId>* out) const = 0;
 
   // Tokens before `num_computed` this group no longer needs (reference §10.3).
   virtual int64_t NumSkippedTokens(int64_t /*num_computed*/) const { return 0; }
@@ -88,11 +89,11 @@ class SingleTypeManager {
   // Whether block i is published at all (the SWA reachable mask of reference §10.2).
   virtual bool Reachable(int64_t /*i*/) const { return true; }
   // Looks up block j in every group of the batch; on success writes out[k][j].
-  bool LookupAll(const HashPair* fine, int64_t j, absl::Span<const int> gids,
-                 std::vector<BlockId>* out) const {
+  bool LookupAll(const HitIndex& index, const HashPair* fine, int64_t j,
+                 absl::Span<const int> gids, std::vector<BlockId>* out) const {
     const HashPair& h = BlockHash(fine, j);
     for (size_t k = 0; k < gids.size(); ++k) {
-      const BlockId b = pool_->Lookup(gids[k], h);
+      const BlockId b = index.Lookup(gids[k], h);
       if (b == kNoBlock) return false;
       out[k][j] = b;
     }
@@ -111,9 +112,9 @@ class SingleTypeManager {
 class FullAttentionManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
-                         bool drop_eagle, absl::Span<const int> gids,
-                         std::vector<BlockId>* out) const override;
+  int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                         int64_t max_len, int64_t alignment, bool drop_eagle,
+                         absl::Span<const int> gids, std::vector<BlockId>* out) const override;
   // With partial hits, also registers the tail block under the hash of its last H boundary.
   int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
@@ -123,9 +124,9 @@ class FullAttentionManager : public SingleTypeManager {
 class SlidingWindowManager : public SingleTypeManager {
  public:
   SlidingWindowManager(const KvGroup& spec, int group_id, BlockPool* pool, const ManagerParams& p);
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
-                         bool drop_eagle, absl::Span<const int> gids,
-                         std::vector<BlockId>* out) const override;
+  int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                         int64_t max_len, int64_t alignment, bool drop_eagle,
+                         absl::Span<const int> gids, std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
   // Contiguous cached blocks a hit needs: cdiv(W - 1, B), +1 for the EAGLE drop.
   int64_t NeedBlocks(bool drop_eagle) const;
@@ -138,9 +139,9 @@ class SlidingWindowManager : public SingleTypeManager {
 class ChunkedLocalManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
-                         bool drop_eagle, absl::Span<const int> gids,
-                         std::vector<BlockId>* out) const override;
+  int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                         int64_t max_len, int64_t alignment, bool drop_eagle,
+                         absl::Span<const int> gids, std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
 };
 
@@ -149,9 +150,9 @@ class ChunkedLocalManager : public SingleTypeManager {
 class MambaManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
-  int64_t FindLongestHit(const HashPair* fine, int64_t num_fine, int64_t max_len, int64_t alignment,
-                         bool drop_eagle, absl::Span<const int> gids,
-                         std::vector<BlockId>* out) const override;
+  int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                         int64_t max_len, int64_t alignment, bool drop_eagle,
+                         absl::Span<const int> gids, std::vector<BlockId>* out) const override;
   void RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const override;
   int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit, int64_t need,
                               int64_t main, int64_t total) const override;

@@ -36,7 +36,7 @@ bool SlidingWindowManager::Reachable(int64_t i) const {
   return in_segment >= per_segment - need;
 }
 
-int64_t SlidingWindowManager::FindLongestHit(const HashPair* fine, int64_t num_fine,
+int64_t SlidingWindowManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                                              int64_t max_len, int64_t alignment, bool drop_eagle,
                                              absl::Span<const int> gids,
                                              std::vector<BlockId>* out) const {
@@ -48,13 +48,13 @@ int64_t SlidingWindowManager::FindLongestHit(const HashPair* fine, int64_t num_f
   bool found = false;
   constexpr int64_t kAhead = 8;  // prefetch distance (the lookups are independent)
   for (int64_t p = nb - 1; p >= std::max<int64_t>(0, nb - kAhead); --p) {
-    for (int g : gids) pool_->Prefetch(g, BlockHash(fine, p));
+    for (int g : gids) index.Prefetch(g, BlockHash(fine, p));
   }
   for (int64_t i = nb - 1; i >= 0; --i) {
     if (i >= kAhead) {
-      for (int g : gids) pool_->Prefetch(g, BlockHash(fine, i - kAhead));
+      for (int g : gids) index.Prefetch(g, BlockHash(fine, i - kAhead));
     }
-    if (LookupAll(fine, i, gids, out)) {
+    if (LookupAll(index, fine, i, gids, out)) {
       // A run must end on an A-boundary (one block past it with the EAGLE drop).
       if (run == 0 && block_size_ != alignment &&
           ((drop_eagle ? i : i + 1) * block_size_) % alignment != 0) {

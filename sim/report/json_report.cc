@@ -11,6 +11,40 @@ nlohmann::ordered_json LatencyJson(const LatencySummary& l) {
           {"p90_ms", l.p90_ms}, {"p99_ms", l.p99_ms},   {"max_ms", l.max_ms}};
 }
 
+nlohmann::ordered_json FleetJson(const FleetSummary& f) {
+  nlohmann::ordered_json j;
+  j["replicas"] = f.replicas;
+  j["router"] = f.router;
+  if (f.overlap_weight > 0) j["overlap_weight"] = f.overlap_weight;
+  j["imbalance"] = f.imbalance;
+  j["trace_span_s"] = static_cast<double>(f.trace_span_ns) / 1e9;
+  j["per_replica"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < f.per_replica.size(); ++i) {
+    const ReplicaSummary& r = f.per_replica[i];
+    j["per_replica"].push_back({{"replica", i},
+                                {"requests", r.requests},
+                                {"finished_requests", r.finished_requests},
+                                {"queries", r.prefix_cache.queries},
+                                {"hits", r.prefix_cache.hits},
+                                {"hit_rate", r.prefix_cache.hit_rate()},
+                                {"preemptions", r.preemptions},
+                                {"evicted_blocks", r.evicted_blocks},
+                                {"mean_kv_usage", r.mean_kv_usage}});
+  }
+  if (f.auto_sized) {
+    nlohmann::ordered_json probes = nlohmann::ordered_json::array();
+    for (const AutoSizeProbe& p : f.probes) {
+      probes.push_back({{"replicas", p.replicas},
+                        {"sim_time_s", static_cast<double>(p.sim_time_ns) / 1e9},
+                        {"ttft_p99_ms", p.ttft_p99_ms},
+                        {"keeps_up", p.keeps_up}});
+    }
+    j["auto"] = {{"ttft_slo_ms", f.ttft_slo_ms}, {"span_slack", 1.1}, {"probes", probes}};
+  }
+  if (f.router_index_checks > 0) j["router_index_checks"] = f.router_index_checks;
+  return j;
+}
+
 }  // namespace
 
 PlanWaste ComputePlanWaste(const KvPlan& plan) {
@@ -79,6 +113,7 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
   j["max_running"] = r.max_running;
   j["mean_kv_usage"] = r.mean_kv_usage;
   j["sim_time_s"] = static_cast<double>(r.sim_time_ns) / 1e9;
+  if (r.fleet) j["fleet"] = FleetJson(*r.fleet);
   if (options.include_wall_time) j["wall_time_s"] = r.wall_time_s;
   return j;
 }
@@ -113,6 +148,9 @@ nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results
          {"ttft_p99_ms", r.ttft.p99_ms - base.ttft.p99_ms},
          {"tpot_mean_ms", r.tpot.mean_ms - base.tpot.mean_ms},
          {"e2e_mean_ms", r.e2e.mean_ms - base.e2e.mean_ms}});
+    if (r.fleet && base.fleet) {
+      j["deltas"].back()["replicas"] = r.fleet->replicas - base.fleet->replicas;
+    }
   }
   return j;
 }

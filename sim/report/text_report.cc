@@ -15,6 +15,32 @@ std::string LatencyRow(const char* name, const LatencySummary& l) {
                          l.p90_ms, l.p99_ms, l.max_ms);
 }
 
+std::string FleetSection(const FleetSummary& f) {
+  std::string s;
+  absl::StrAppendFormat(&s, "Fleet: %d replicas, router %s", f.replicas, f.router);
+  if (f.overlap_weight > 0) absl::StrAppendFormat(&s, " (overlap weight %g)", f.overlap_weight);
+  absl::StrAppendFormat(&s, ", load imbalance %.2f (max / mean requests)\n", f.imbalance);
+  if (f.auto_sized) {
+    absl::StrAppendFormat(&s,
+                          "  --replicas auto: smallest fleet with simulated span <= 1.1 x trace "
+                          "span (%.1f s) and p99 TTFT <= %.0f ms; tried",
+                          static_cast<double>(f.trace_span_ns) / 1e9, f.ttft_slo_ms);
+    for (const AutoSizeProbe& p : f.probes) {
+      absl::StrAppendFormat(&s, " %d%s", p.replicas, p.keeps_up ? "+" : "-");
+    }
+    s += " (+ keeps up)\n";
+  }
+  absl::StrAppendFormat(&s, "  %7s %9s %9s %9s %11s %9s %8s\n", "replica", "requests", "finished",
+                        "hit rate", "preemptions", "evicted", "KV use");
+  for (size_t i = 0; i < f.per_replica.size(); ++i) {
+    const ReplicaSummary& r = f.per_replica[i];
+    absl::StrAppendFormat(&s, "  %7d %9d %9d %8.2f%% %11d %9d %7.1f%%\n", i, r.requests,
+                          r.finished_requests, 100.0 * r.prefix_cache.hit_rate(), r.preemptions,
+                          r.evicted_blocks, 100.0 * r.mean_kv_usage);
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
@@ -86,6 +112,7 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
                         static_cast<double>(r.sim_time_ns) / 1e9);
   if (include_wall_time) absl::StrAppendFormat(&s, ", %.2f s wall", r.wall_time_s);
   s += "\n";
+  if (r.fleet) s += FleetSection(*r.fleet);
   return s;
 }
 
@@ -154,6 +181,13 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
       "E2E mean (ms)", [](R r) { return r.e2e.mean_ms; }, "%.1f");
   row(
       "throughput (req/s)", [](R r) { return r.requests_per_s; }, "%.3f");
+  if (results[0].fleet) {
+    row(
+        "replicas", [](R r) { return r.fleet ? static_cast<double>(r.fleet->replicas) : 1.0; },
+        "%.0f");
+    row(
+        "load imbalance", [](R r) { return r.fleet ? r.fleet->imbalance : 1.0; }, "%.2f");
+  }
   return s;
 }
 

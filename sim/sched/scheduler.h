@@ -105,6 +105,8 @@ class Scheduler {
   const std::deque<SimRequest*>& waiting() const { return waiting_; }
   const SchedulerCounters& counters() const { return counters_; }
   double recent_hit_rate() const { return window_.hit_rate(); }
+  int64_t window_queries() const { return window_.queries(); }
+  int64_t window_hits() const { return window_.hits(); }
 
  private:
   int64_t MambaAlignedSplit(const SimRequest& req, int64_t num_new_tokens,

@@ -43,7 +43,7 @@ class CoordinatorTest : public ::testing::Test {
     return b;
   }
   int64_t Find(int64_t max_hit, int64_t alignment = 0) {
-    return coord_->FindLongestCacheHit(hashes_.data(), static_cast<int64_t>(hashes_.size()),
+    return coord_->FindLongestCacheHit(pool_->hit_index(), hashes_.data(), static_cast<int64_t>(hashes_.size()),
                                        max_hit, alignment ? alignment : coord_->hit_alignment(),
                                        out_.data());
   }

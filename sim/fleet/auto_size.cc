@@ -1,0 +1,84 @@
+// --replicas auto: the smallest fleet that keeps up with the trace, i.e. whose simulated span is
+// at most kSpanSlack x the trace's arrival span and whose p99 TTFT is within the SLO. Found by
+// doubling (1, 2, 4, ...) until a size keeps up, then bisection between the last size that did
+// not and the first that did. Assumes keeping up is monotone in the fleet size, which holds for
+// load-balancing routers and, in practice, for the cache-aware ones (a larger fleet never has
+// less memory or compute); the probes are reported so a reader can check.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "prefixsim/engine.h"
+#include "prefixsim/status.h"
+#include "sim/fleet/fleet.h"
+
+namespace prefixsim {
+namespace {
+
+constexpr double kSpanSlack = 1.1;
+constexpr int kMaxAutoReplicas = 1024;
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
+                                                   const EngineConfig& engine,
+                                                   const TraceOpener& open_trace,
+                                                   const ReplayOptions& options) {
+  if (!engine.fleet.auto_replicas) {
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
+    return Replay(plan, model, engine, *trace, options);
+  }
+  std::vector<AutoSizeProbe> probes;
+  auto probe = [&](int n) -> absl::StatusOr<ReplayResult> {
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
+    PREFIXSIM_ASSIGN_OR_RETURN(
+        std::unique_ptr<fleet::Fleet> f,
+        fleet::Fleet::Create(plan, model, engine, options, n, /*report_fleet=*/true));
+    PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result, f->Run(*trace));
+    PREFIXSIM_CHECK(result.fleet.has_value());
+    const int64_t span_ns = result.fleet->trace_span_ns;
+    AutoSizeProbe p;
+    p.replicas = n;
+    p.sim_time_ns = result.sim_time_ns;
+    p.ttft_p99_ms = result.ttft.p99_ms;
+    // A trace whose requests all arrive at once has no span to keep up with: the SLO decides.
+    const bool span_ok = span_ns == 0 || static_cast<double>(result.sim_time_ns) <=
+                                             kSpanSlack * static_cast<double>(span_ns);
+    p.keeps_up = span_ok && result.ttft.p99_ms <= engine.fleet.ttft_slo_ms;
+    probes.push_back(p);
+    return result;
+  };
+  int lo = 0;  // the largest size known not to keep up (0: none tried)
+  int hi = 1;
+  PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult best, probe(hi));
+  while (!probes.back().keeps_up) {
+    if (hi >= kMaxAutoReplicas) {
+      const AutoSizeProbe& last = probes.back();
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "--replicas auto: no fleet of up to %d replicas keeps up with the trace (at %d: "
+          "simulated %.1f s for a %.1f s trace, p99 TTFT %.0f ms, SLO %.0f ms)",
+          kMaxAutoReplicas, last.replicas, static_cast<double>(last.sim_time_ns) / 1e9,
+          static_cast<double>(best.fleet->trace_span_ns) / 1e9, last.ttft_p99_ms,
+          engine.fleet.ttft_slo_ms));
+    }
+    lo = hi;
+    hi *= 2;
+    PREFIXSIM_ASSIGN_OR_RETURN(best, probe(hi));
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result, probe(mid));
+    if (probes.back().keeps_up) {
+      hi = mid;
+      best = std::move(result);
+    } else {
+      lo = mid;
+    }
+  }
+  FleetSummary& fs = *best.fleet;
+  fs.auto_sized = true;
+  fs.probes = std::move(probes);
+  return best;
+}
+
+}  // namespace prefixsim

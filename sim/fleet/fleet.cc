@@ -1,0 +1,247 @@
+#include "sim/fleet/fleet.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "prefixsim/status.h"
+#include "sim/engine/metrics.h"
+
+namespace prefixsim {
+namespace fleet {
+
+Fleet::Fleet(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
+             bool report_fleet)
+    : plan_(plan), engine_(engine), options_(options), report_fleet_(report_fleet) {}
+
+absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const ModelSpec& model,
+                                                     const EngineConfig& engine,
+                                                     const ReplayOptions& options, int replicas,
+                                                     bool report_fleet) {
+  if (replicas < 1 || replicas > kMaxReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas: ", replicas, " is not in [1, ", kMaxReplicas, "]"));
+  }
+  std::unique_ptr<Fleet> fleet(new Fleet(plan, engine, options, report_fleet || replicas > 1));
+  RouterConfig config;
+  config.num_replicas = replicas;
+  config.seed = options.seed;
+  config.overlap_weight = engine.fleet.overlap_weight;
+  config.plan = &fleet->plan_;
+  config.verify_index = options.check_invariants;
+  PREFIXSIM_ASSIGN_OR_RETURN(fleet->router_, NewRouter(engine.fleet.router, config));
+  std::vector<RequestRecord>* records = options.record_requests ? &fleet->records_ : nullptr;
+  for (int r = 0; r < replicas; ++r) {
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<Simulator> sim,
+                               Simulator::Create(plan, model, engine, options, r, records));
+    fleet->replicas_.push_back(std::move(sim));
+  }
+  fleet->view_ = std::make_unique<FleetView>(&fleet->replicas_);
+  fleet->router_->Attach(*fleet->view_);
+  fleet->touched_.assign(replicas, 0);
+  return fleet;
+}
+
+absl::Status Fleet::ReadNext(TraceReader& trace) {
+  auto req = std::make_unique<Request>();
+  PREFIXSIM_ASSIGN_OR_RETURN(bool more, trace.Next(req.get()));
+  if (!more) {
+    pending_.reset();
+    return absl::OkStatus();
+  }
+  // The event kernel never goes back in time: an arrival earlier than the previous one (or
+  // before 0) is clamped and counted.
+  if (req->arrival_ns < last_arrival_ns_) {
+    req->arrival_ns = last_arrival_ns_;
+    out_of_order_arrivals_ += 1;
+  }
+  last_arrival_ns_ = req->arrival_ns;
+  pending_ = std::move(req);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReplayResult> Fleet::Run(TraceReader& trace) {
+  wall_start_ = std::chrono::steady_clock::now();
+  next_progress_ = options_.progress_interval_requests;
+  PREFIXSIM_RETURN_IF_ERROR(ReadNext(trace));
+  if (pending_) events_.Push(pending_->arrival_ns, Event{Event::kArrival, -1});
+  while (!events_.empty()) {
+    const auto ev = events_.Pop();
+    switch (ev.payload.kind) {
+      case Event::kArrival:
+        PREFIXSIM_RETURN_IF_ERROR(HandleArrivals(trace));
+        break;
+      case Event::kStepDone:
+        replicas_[ev.payload.replica]->FinishStep(events_.now());
+        PREFIXSIM_RETURN_IF_ERROR(StartStep(ev.payload.replica));
+        break;
+    }
+  }
+  for (const auto& r : replicas_) PREFIXSIM_CHECK(r->idle());
+  ReportProgress(true, /*done=*/true);
+  return Collect();
+}
+
+absl::Status Fleet::HandleArrivals(TraceReader& trace) {
+  const int64_t now = events_.now();
+  // All requests that arrive at this instant are routed and join their replica's waiting queue
+  // before any replica looks.
+  while (pending_ && pending_->arrival_ns <= now) {
+    if (first_arrival_ns_ < 0) first_arrival_ns_ = pending_->arrival_ns;
+    requests_read_ += 1;
+    const int r = replicas_.size() == 1 ? 0 : router_->Route(*pending_, *view_);
+    PREFIXSIM_CHECK(r >= 0 && r < static_cast<int>(replicas_.size()));
+    replicas_[r]->Admit(std::move(pending_), now);
+    touched_[r] = 1;
+    PREFIXSIM_RETURN_IF_ERROR(ReadNext(trace));
+  }
+  if (pending_) events_.Push(pending_->arrival_ns, Event{Event::kArrival, -1});
+  ReportProgress(false);
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    if (!touched_[r]) continue;
+    touched_[r] = 0;
+    if (!replicas_[r]->busy()) PREFIXSIM_RETURN_IF_ERROR(StartStep(static_cast<int>(r)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Fleet::StartStep(int replica) {
+  PREFIXSIM_ASSIGN_OR_RETURN(int64_t dt, replicas_[replica]->StartStep(events_.now()));
+  if (dt == 0) return absl::OkStatus();
+  total_steps_ += 1;
+  if ((total_steps_ & 1023) == 0) ReportProgress(true);
+  events_.Push(events_.now() + dt, Event{Event::kStepDone, replica});
+  return absl::OkStatus();
+}
+
+void Fleet::ReportProgress(bool force, bool done) {
+  if (!options_.progress) return;
+  if (!force && requests_read_ < next_progress_) return;
+  next_progress_ = requests_read_ + std::max<int64_t>(1, options_.progress_interval_requests);
+  ReplayProgress p;
+  p.requests_read = requests_read_;
+  for (const auto& r : replicas_) p.requests_finished += r->requests_done();
+  p.sim_time_ns = events_.now();
+  p.done = done;
+  options_.progress(p);
+}
+
+ReplayResult Fleet::Collect() {
+  ReplayResult r;
+  r.policy = plan_.policy;
+  r.plan = plan_;
+  std::vector<int64_t> ttft, tpot, e2e;
+  double usage_sum = 0;
+  int64_t window_queries = 0, window_hits = 0, last_finish_ns = 0;
+  FleetSummary summary;
+  summary.replicas = static_cast<int>(replicas_.size());
+  summary.router = std::string(router_->name());
+  for (auto& replica : replicas_) {
+    ReplicaTotals t = replica->TakeTotals();
+    const ReplayResult& c = t.counters;
+    r.requests += c.requests;
+    r.finished_requests += c.finished_requests;
+    r.skipped_prompt_too_long += c.skipped_prompt_too_long;
+    r.skipped_does_not_fit += c.skipped_does_not_fit;
+    r.skipped_empty_prompt += c.skipped_empty_prompt;
+    PrefixCacheStats& p = r.prefix_cache;
+    p.requests += c.prefix_cache.requests;
+    p.queries += c.prefix_cache.queries;
+    p.hits += c.prefix_cache.hits;
+    p.preempted_requests += c.prefix_cache.preempted_requests;
+    p.preempted_queries += c.prefix_cache.preempted_queries;
+    p.preempted_hits += c.prefix_cache.preempted_hits;
+    r.alignment_loss_tokens += c.alignment_loss_tokens;
+    r.preempted_alignment_loss_tokens += c.preempted_alignment_loss_tokens;
+    r.unpublished_alignment_tokens += c.unpublished_alignment_tokens;
+    r.evicted_blocks += c.evicted_blocks;
+    r.cached_blocks += c.cached_blocks;
+    r.preemptions += c.preemptions;
+    SpecDecodeStats& sd = r.spec_decode;
+    sd.num_drafts += c.spec_decode.num_drafts;
+    sd.draft_tokens += c.spec_decode.draft_tokens;
+    sd.accepted_tokens += c.spec_decode.accepted_tokens;
+    sd.accepted_per_position.resize(c.spec_decode.accepted_per_position.size(), 0);
+    for (size_t i = 0; i < c.spec_decode.accepted_per_position.size(); ++i) {
+      sd.accepted_per_position[i] += c.spec_decode.accepted_per_position[i];
+    }
+    r.num_steps += c.num_steps;
+    r.prompt_tokens += c.prompt_tokens;
+    r.output_tokens += c.output_tokens;
+    r.computed_tokens += c.computed_tokens;
+    r.max_running = std::max(r.max_running, c.max_running);
+    usage_sum += t.usage_sum;
+    window_queries += t.window_queries;
+    window_hits += t.window_hits;
+    last_finish_ns = std::max(last_finish_ns, t.last_finish_ns);
+    ttft.insert(ttft.end(), t.ttft_ns.begin(), t.ttft_ns.end());
+    tpot.insert(tpot.end(), t.tpot_ns.begin(), t.tpot_ns.end());
+    e2e.insert(e2e.end(), t.e2e_ns.begin(), t.e2e_ns.end());
+
+    ReplicaSummary rs;
+    rs.requests = c.requests;
+    rs.finished_requests = c.finished_requests;
+    rs.prefix_cache = c.prefix_cache;
+    rs.preemptions = c.preemptions;
+    rs.evicted_blocks = c.evicted_blocks;
+    rs.mean_kv_usage = c.num_steps > 0 ? t.usage_sum / static_cast<double>(c.num_steps) : 0.0;
+    summary.per_replica.push_back(rs);
+  }
+  PREFIXSIM_CHECK(r.requests == requests_read_);
+  r.out_of_order_arrivals = out_of_order_arrivals_;
+  r.recent_hit_rate = window_queries > 0
+                          ? static_cast<double>(window_hits) / static_cast<double>(window_queries)
+                          : 0.0;
+  r.recent_window_requests = options_.hit_rate_window_requests;
+  r.mean_kv_usage = r.num_steps > 0 ? usage_sum / static_cast<double>(r.num_steps) : 0.0;
+  r.ttft = SummarizeLatencyNs(ttft);
+  r.tpot = SummarizeLatencyNs(tpot);
+  r.e2e = SummarizeLatencyNs(e2e);
+  r.sim_time_ns =
+      first_arrival_ns_ >= 0 ? std::max<int64_t>(last_finish_ns - first_arrival_ns_, 0) : 0;
+  if (r.sim_time_ns > 0) {
+    const double s = static_cast<double>(r.sim_time_ns) / 1e9;
+    r.requests_per_s = static_cast<double>(r.finished_requests) / s;
+    r.prompt_tokens_per_s = static_cast<double>(r.prompt_tokens) / s;
+    r.output_tokens_per_s = static_cast<double>(r.output_tokens) / s;
+  }
+  r.per_request = std::move(records_);
+  if (report_fleet_) {
+    const std::string& name = summary.router;
+    if (name == "kv_aware" || name == "kv_aware_unaligned") {
+      summary.overlap_weight = engine_.fleet.overlap_weight;
+    }
+    int64_t max_requests = 0;
+    for (const ReplicaSummary& rs : summary.per_replica) {
+      max_requests = std::max(max_requests, rs.requests);
+    }
+    const double mean =
+        static_cast<double>(r.requests) / static_cast<double>(summary.per_replica.size());
+    summary.imbalance = mean > 0 ? static_cast<double>(max_requests) / mean : 0.0;
+    summary.ttft_slo_ms = engine_.fleet.ttft_slo_ms;
+    summary.trace_span_ns = first_arrival_ns_ >= 0 ? last_arrival_ns_ - first_arrival_ns_ : 0;
+    summary.router_index_checks = router_->index_checks();
+    r.fleet = std::move(summary);
+  }
+  r.wall_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+  return r;
+}
+
+}  // namespace fleet
+
+absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
+                                    const EngineConfig& engine, TraceReader& trace,
+                                    const ReplayOptions& options) {
+  if (engine.fleet.auto_replicas) {
+    return absl::InvalidArgumentError(
+        "replicas 'auto' needs to replay the trace several times: use ReplayWithFleetSizing");
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<fleet::Fleet> f,
+                             fleet::Fleet::Create(plan, model, engine, options,
+                                                  engine.fleet.replicas, /*report_fleet=*/false));
+  return f->Run(trace);
+}
+
+}  // namespace prefixsim
