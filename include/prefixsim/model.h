@@ -51,6 +51,11 @@ struct LayerSpec {
 struct ModelSpec {
   std::string name;
   std::vector<LayerSpec> layers;
+  // Parameters active per forward pass of the target model (all ranks; MoE: the activated
+  // experts), for the analytic cost model; 0 = unknown (estimated from the layer count).
+  // Drafter layers are not included.
+  double active_params = 0;
+  std::string active_params_source;  // where the number comes from
   std::string source;  // where it was read from (for messages)
 };
 

@@ -10,9 +10,10 @@
 // The visible context of a sliding-window (chunked-local) layer is capped at its window (chunk).
 // KV shapes are per rank already (DESIGN §4.2). The block term is what makes block size cost
 // something: the block tables of every group are walked each step.
-// The model has no parameter count, so active_params defaults to kParamsPerLayer per layer
-// (drafter layers, which run num_speculative_tokens passes, only with speculation). This is a
-// coarse default; pass CostModelContext::active_params (CLI --active-params) for a real model.
+// active_params: CostModelContext::active_params (CLI --active-params) if given, else the model's
+// own (ModelSpec::active_params: presets carry it with its source), else kParamsPerLayer per
+// target layer, a coarse default. Drafter layers, which run num_speculative_tokens passes, add
+// kParamsPerLayer each per pass, only with speculation.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -122,12 +123,14 @@ absl::StatusOr<std::unique_ptr<CostModel>> NewAnalyticCostModel(const CostModelC
   }
   const bool spec = context.engine->speculative.enabled;
   const int k = std::max(1, context.engine->speculative.num_speculative_tokens);
-  double params = 0;
+  double params = 0;                  // estimated from the layer count
+  double drafter_params = 0;          // drafter passes per step
   std::map<int64_t, AttnClass> attn;  // by window
   double mamba_bytes = 0;
   for (const LayerSpec& layer : context.model->layers) {
     if (layer.drafter && !spec) continue;
-    params += kParamsPerLayer * layer.count * (layer.drafter ? k : 1);
+    (layer.drafter ? drafter_params : params) +=
+        kParamsPerLayer * layer.count * (layer.drafter ? k : 1);
     if (layer.kind == LayerKind::kMamba) {
       mamba_bytes += static_cast<double>(layer.state_bytes) * layer.count;
       continue;
@@ -140,7 +143,12 @@ absl::StatusOr<std::unique_ptr<CostModel>> NewAnalyticCostModel(const CostModelC
     a.bytes_per_token += static_cast<double>(layer.BytesPerToken()) * layer.count;
     a.num_layers += layer.count;
   }
-  if (context.active_params > 0) params = context.active_params;
+  if (context.active_params > 0) {
+    params = context.active_params;
+  } else {
+    if (context.model->active_params > 0) params = context.model->active_params;
+    params += drafter_params;
+  }
   std::map<std::tuple<int64_t, int64_t, bool>, BlockClass> blocks;
   for (const KvGroup& g : context.plan->groups) {
     const bool single = g.kind == LayerKind::kMamba;

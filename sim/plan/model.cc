@@ -163,6 +163,11 @@ absl::StatusOr<ModelSpec> ParseModelJson(std::string_view text, std::string_view
   model.source = std::string(source);
   PREFIXSIM_ASSIGN_OR_RETURN(auto name, doc.OptionalString(root, "", "name"));
   model.name = name.value_or(std::string(source));
+  PREFIXSIM_ASSIGN_OR_RETURN(auto active, doc.OptionalNumber(root, "", "active_params", 1, 1e15));
+  if (active) model.active_params = *active;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto active_source,
+                             doc.OptionalString(root, "", "active_params_source"));
+  if (active_source) model.active_params_source = *active_source;
   auto layers = root.find("layers");
   if (layers == root.end()) return doc.Error("layers", "missing");
   if (!layers->is_array() || layers->empty()) {

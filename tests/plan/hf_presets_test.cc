@@ -140,9 +140,14 @@ std::string DtypeName(KvDtype dtype) {
 }
 
 // The native model JSON (DESIGN §4.2) of a converted model.
-OrderedJson ToNative(const Preset& preset, const ModelSpec& model) {
+// `active` is the preset file as it stands: its active-parameter count and the source of that
+// number are hand-written metadata (the config does not give them), carried over unchanged.
+OrderedJson ToNative(const Preset& preset, const ModelSpec& model, const OrderedJson& active) {
   OrderedJson out;
   out["name"] = preset.name;
+  for (const char* key : {"active_params", "active_params_source"}) {
+    if (active.is_object() && active.contains(key)) out[key] = active[key];
+  }
   out["source"] = preset.source;
   out["notes"] = preset.notes + kCommon;
   out["layers"] = OrderedJson::array();
@@ -180,7 +185,8 @@ OrderedJson ToNative(const Preset& preset, const ModelSpec& model) {
 // One layer entry per line.
 std::string Format(const OrderedJson& model) {
   std::string text = "{\n";
-  for (const char* key : {"name", "source", "notes"}) {
+  for (const char* key : {"name", "active_params", "active_params_source", "source", "notes"}) {
+    if (!model.contains(key)) continue;
     text += "  \"" + std::string(key) + "\": " + model[key].dump() + ",\n";
   }
   text += "  \"layers\": [\n";
@@ -213,8 +219,13 @@ TEST(HfPresetsTest, PresetsMatchTheirConvertedConfigs) {
     const std::string hf_path = root + "/tests/data/hf/" + preset.hf_file + ".json";
     absl::StatusOr<ModelSpec> model = ImportHfConfig(ReadFile(hf_path), hf_path, {});
     ASSERT_TRUE(model.ok()) << model.status();
-    const OrderedJson expected = ToNative(preset, *model);
     const std::string preset_path = root + "/configs/models/" + preset.name + ".json";
+    const std::string current = ReadFile(preset_path);
+    const OrderedJson expected =
+        ToNative(preset, *model, OrderedJson::parse(current.empty() ? "{}" : current));
+    // The analytic cost model needs a real parameter count, with where it comes from.
+    EXPECT_GT(expected.value("active_params", 0.0), 1e8) << preset_path;
+    EXPECT_FALSE(expected.value("active_params_source", "").empty()) << preset_path;
     if (write) {
       std::ofstream(preset_path) << Format(expected);
       continue;

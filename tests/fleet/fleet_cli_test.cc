@@ -1,0 +1,166 @@
+// `replay`/`compare` with --replicas and --router end to end (DESIGN §4.1): a one-replica fleet
+// is byte-identical to the plain engine, kv_aware beats round_robin on the shipped chat sample,
+// the fleet JSON and CSV, and bad fleet input exits 2 naming the flag or field.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
+
+namespace prefixsim {
+namespace {
+
+using ::prefixsim::testing::RunCli;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Temp(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
+}
+
+const std::string kChat = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_chat.jsonl";
+const char kKimi[] = " --model kimi-k3-like --engine kimi-k3-dspark --no-progress --no-wall-time";
+
+TEST(FleetCliTest, OneReplicaIsByteIdenticalToThePlainReplay) {
+  const std::string plain = Temp("plain.json"), one = Temp("one.json");
+  const std::string plain_csv = Temp("plain.csv"), one_csv = Temp("one.csv");
+  auto a = RunCli("replay --trace " + kChat + kKimi + " --policy old --json " + plain + " --csv " +
+                  plain_csv);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b =
+      RunCli("replay --trace " + kChat + kKimi +
+             " --policy old --replicas 1 --router kv_aware --json " + one + " --csv " + one_csv);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(ReadFile(plain), ReadFile(one));
+  EXPECT_EQ(ReadFile(plain_csv), ReadFile(one_csv));
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(one)).count("fleet"), 0u);
+}
+
+double HitRate(const std::string& router, int replicas, const std::string& json) {
+  auto r = RunCli("replay --trace " + kChat + kKimi + " --policy new --replicas " +
+                  std::to_string(replicas) + " --router " + router + " --json " + json);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return nlohmann::json::parse(ReadFile(json))["prefix_cache"]["hit_rate"].get<double>();
+}
+
+TEST(FleetCliTest, KvAwareBeatsRoundRobinOnTheChatSample) {
+  const double rr = HitRate("round_robin", 4, Temp("rr.json"));
+  const double kv = HitRate("kv_aware", 4, Temp("kv.json"));
+  EXPECT_GT(kv, rr + 0.05) << "kv_aware " << kv << " vs round_robin " << rr;
+  const auto j = nlohmann::json::parse(ReadFile(Temp("kv.json")));
+  ASSERT_TRUE(j.contains("fleet"));
+  EXPECT_EQ(j["fleet"]["replicas"], 4);
+  EXPECT_EQ(j["fleet"]["router"], "kv_aware");
+  EXPECT_EQ(j["fleet"]["overlap_weight"], 1.0);
+  EXPECT_EQ(j["fleet"]["per_replica"].size(), 4u);
+  int64_t requests = 0;
+  for (const auto& r : j["fleet"]["per_replica"]) requests += r["requests"].get<int64_t>();
+  EXPECT_EQ(requests, j["requests"].get<int64_t>());
+  EXPECT_GE(j["fleet"]["imbalance"].get<double>(), 1.0);
+}
+
+TEST(FleetCliTest, CsvNamesTheReplicaAndCheckInvariantsVerifiesTheRouter) {
+  const std::string json = Temp("fleet_inv.json"), csv = Temp("fleet_inv.csv");
+  auto r = RunCli("replay --trace " + kChat + kKimi +
+                  " --policy old --replicas 3 --router kv_aware_unaligned --check-invariants "
+                  "--json " +
+                  json + " --csv " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Fleet: 3 replicas, router kv_aware_unaligned"), std::string::npos);
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["fleet"]["router_index_checks"].get<int64_t>(), 3 * j["requests"].get<int64_t>());
+  std::istringstream lines(ReadFile(csv));
+  std::string header, row;
+  std::getline(lines, header);
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "replica");
+  int rows = 0;
+  while (std::getline(lines, row)) {
+    const int replica = std::stoi(row.substr(row.rfind(',') + 1));
+    EXPECT_TRUE(replica >= 0 && replica < 3) << row;
+    ++rows;
+  }
+  EXPECT_EQ(rows, j["requests"].get<int>());
+}
+
+TEST(FleetCliTest, CompareReportsReplicasPerPolicy) {
+  const std::string json = Temp("fleet_compare.json");
+  auto r = RunCli("compare --trace " + kChat + kKimi +
+                  " --policies old,new --replicas 2 --router session --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("replicas"), std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  for (const auto& p : j["policies"]) EXPECT_EQ(p["fleet"]["replicas"], 2);
+  EXPECT_EQ(j["deltas"][0]["replicas"], 0);
+}
+
+TEST(FleetCliTest, EngineJsonCarriesReplicasAndRouter) {
+  const std::string engine = Temp("fleet_engine.json");
+  std::ofstream(engine) << R"({"kv_cache_bytes": 68719476736, "replicas": 2,
+    "router": {"name": "kv_aware", "overlap_weight": 2.5},
+    "speculative": {"method": "dspark", "num_speculative_tokens": 3,
+                    "acceptance": {"model": "per_position", "rates": [0.8, 0.6, 0.4]}}})";
+  const std::string json = Temp("fleet_engine_out.json");
+  auto r = RunCli("replay --trace " + kChat + " --model kimi-k3-like --engine " + engine +
+                  " --no-progress --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["fleet"]["replicas"], 2);
+  EXPECT_EQ(j["fleet"]["overlap_weight"], 2.5);
+  // Flags override the JSON.
+  r = RunCli("replay --trace " + kChat + " --model kimi-k3-like --engine " + engine +
+             " --no-progress --replicas 3 --router least_loaded --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["fleet"]["replicas"], 3);
+  EXPECT_EQ(j["fleet"]["router"], "least_loaded");
+}
+
+struct BadCase {
+  const char* name;
+  std::string args;
+  std::string engine_json;  // non-empty: written to a file and passed as --engine
+  const char* expect;
+};
+
+TEST(FleetCliTest, BadFleetInputExitsTwoNamingTheFlagOrField) {
+  const std::vector<BadCase> cases = {
+      {"zero_replicas", "--replicas 0", "", "flag --replicas"},
+      {"word_replicas", "--replicas many", "", "flag --replicas"},
+      {"unknown_router", "--router nope", "", "flag --router: unknown router 'nope'"},
+      {"negative_weight", "--router kv_aware --overlap-weight -1", "", "flag --overlap-weight"},
+      {"zero_slo", "--replicas auto --ttft-slo-ms 0", "", "flag --ttft-slo-ms"},
+      {"json_replicas", "", R"({"kv_cache_bytes": 1073741824, "replicas": 0})", "field 'replicas'"},
+      {"json_router", "", R"({"kv_cache_bytes": 1073741824, "router": "nope"})",
+       "field 'router': unknown router 'nope'"},
+      {"json_weight", "",
+       R"({"kv_cache_bytes": 1073741824, "router": {"name": "kv_aware", "overlap_weight": -2}})",
+       "router.overlap_weight"},
+  };
+  for (const BadCase& c : cases) {
+    std::string engine = "kimi-k3-dspark";
+    if (!c.engine_json.empty()) {
+      engine = Temp(std::string(c.name) + ".json");
+      std::ofstream(engine) << c.engine_json;
+    }
+    auto r = RunCli("replay --trace " + kChat + " --model kimi-k3-like --engine " + engine +
+                    " --no-progress " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.name << ": " << r.output;
+    if (!c.engine_json.empty()) {
+      EXPECT_NE(r.output.find(engine), std::string::npos) << r.output;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace prefixsim

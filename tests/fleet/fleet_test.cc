@@ -1,0 +1,275 @@
+// The fleet (DESIGN §2 "Fleet"): N engine replicas behind a router on one clock. Each router's
+// choice on small hand-made cases, the KV-aware routers' mirrors against the replicas' own
+// lookups (reference §9), invariants per replica, and --replicas auto.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "prefixsim/engine.h"
+#include "sim/fleet/router.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace prefixsim {
+namespace {
+
+using testing_engine::Req;
+using testing_engine::SmallEngine;
+using testing_engine::VectorTrace;
+using testing_kv::Concat;
+using testing_kv::Group;
+using testing_kv::Iota;
+using testing_kv::Plan;
+using testing_kv::Unitary;
+
+ReplayResult MustReplayFleet(const KvPlan& plan, EngineConfig engine, std::vector<Request> reqs,
+                             int replicas, const std::string& router, uint64_t seed = 0) {
+  engine.fleet.replicas = replicas;
+  engine.fleet.router = router;
+  VectorTrace trace(std::move(reqs));
+  ReplayOptions options;
+  options.seed = seed;
+  options.check_invariants = true;  // KV invariants per replica; router mirrors verified
+  auto result = Replay(plan, ModelSpec{}, engine, trace, options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *std::move(result) : ReplayResult{};
+}
+
+std::vector<int> Replicas(const ReplayResult& r) {
+  std::vector<int> out;
+  for (const RequestRecord& rec : r.per_request) out.push_back(rec.replica);
+  return out;
+}
+
+TEST(FleetTest, EveryRegisteredRouterIsListedAndBuilds) {
+  const std::vector<std::string> names = fleet::RegisteredRouters();
+  for (const char* want :
+       {"round_robin", "random", "least_loaded", "session", "kv_aware", "kv_aware_unaligned"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  fleet::RouterConfig config;
+  config.num_replicas = 3;
+  for (const std::string& name : names) {
+    auto router = fleet::NewRouter(name, config);
+    ASSERT_TRUE(router.ok()) << name;
+    EXPECT_EQ((*router)->name(), name);
+  }
+  auto bad = fleet::NewRouter("nope", config);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(bad.status().message().find("kv_aware"), std::string::npos);
+}
+
+TEST(FleetTest, RoundRobinCyclesInArrivalOrder) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 7; ++i) reqs.push_back(Req(i, i * 10.0, Iota(20, 100 * i + 1), 4));
+  const ReplayResult r = MustReplayFleet(Unitary(LayerKind::kFullAttention, 4, 64), SmallEngine(64),
+                                         reqs, 3, "round_robin");
+  EXPECT_EQ(Replicas(r), (std::vector<int>{0, 1, 2, 0, 1, 2, 0}));
+  ASSERT_TRUE(r.fleet.has_value());
+  EXPECT_EQ(r.fleet->replicas, 3);
+  EXPECT_EQ(r.fleet->per_replica[0].requests, 3);
+  EXPECT_EQ(r.fleet->per_replica[2].requests, 2);
+  EXPECT_DOUBLE_EQ(r.fleet->imbalance, 3.0 / (7.0 / 3.0));
+  EXPECT_EQ(r.finished_requests, 7);
+}
+
+TEST(FleetTest, RandomIsSeededAndUsesEveryReplica) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 60; ++i) reqs.push_back(Req(i, i * 10.0, Iota(12, 100 * i + 1), 2));
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
+  const auto a = Replicas(MustReplayFleet(plan, SmallEngine(64), reqs, 4, "random", 7));
+  const auto b = Replicas(MustReplayFleet(plan, SmallEngine(64), reqs, 4, "random", 7));
+  const auto c = Replicas(MustReplayFleet(plan, SmallEngine(64), reqs, 4, "random", 8));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(std::set<int>(a.begin(), a.end()).size(), 4u);
+}
+
+TEST(FleetTest, LeastLoadedCountsOutstandingTokens) {
+  // t=0: a 40-token prompt goes to replica 0 (tie: lowest index); a 10-token one arriving at the
+  // same instant goes to replica 1 (40 outstanding on replica 0). Both finish long before t=1 s;
+  // then the replicas are empty again and replica 0 wins the tie.
+  std::vector<Request> reqs = {Req(0, 0, Iota(40, 1), 2), Req(1, 0, Iota(10, 500), 2),
+                               Req(2, 1000, Iota(10, 900), 2)};
+  const ReplayResult r = MustReplayFleet(Unitary(LayerKind::kFullAttention, 4, 64), SmallEngine(64),
+                                         reqs, 2, "least_loaded");
+  EXPECT_EQ(Replicas(r), (std::vector<int>{0, 1, 0}));
+}
+
+TEST(FleetTest, LeastLoadedSendsArrivalsAwayFromABusyReplica) {
+  // Three arrivals at one instant on three replicas: each goes to an empty replica.
+  std::vector<Request> reqs = {Req(0, 0, Iota(30, 1), 8), Req(1, 0, Iota(30, 100), 8),
+                               Req(2, 0, Iota(30, 200), 8), Req(3, 0, Iota(5, 300), 8)};
+  const ReplayResult r = MustReplayFleet(Unitary(LayerKind::kFullAttention, 4, 64), SmallEngine(64),
+                                         reqs, 3, "least_loaded");
+  EXPECT_EQ(Replicas(r), (std::vector<int>{0, 1, 2, 0}));
+}
+
+TEST(FleetTest, SessionKeepsEverySessionOnOneReplica) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 48; ++i) {
+    Request q = Req(i, i * 5.0, Iota(16 + i, 1000 * (i % 6) + 1), 3);
+    if (i % 8 != 7) q.session_id = absl::StrCat("s", i % 6);  // every 8th has no session
+    reqs.push_back(q);
+  }
+  const ReplayResult r = MustReplayFleet(Unitary(LayerKind::kFullAttention, 4, 200),
+                                         SmallEngine(64), reqs, 4, "session");
+  std::map<std::string, std::set<int>> where;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (!reqs[i].session_id.empty()) where[reqs[i].session_id].insert(r.per_request[i].replica);
+  }
+  EXPECT_EQ(where.size(), 6u);
+  std::set<int> used;
+  for (const auto& [session, replicas] : where) {
+    EXPECT_EQ(replicas.size(), 1u) << session;
+    used.insert(*replicas.begin());
+  }
+  EXPECT_GT(used.size(), 1u);  // 6 sessions do not all hash to one of 4 replicas
+}
+
+TEST(FleetTest, KvAwareFollowsTheCachedPrefix) {
+  // Two conversations with distinct 32-token prefixes. Turn 1 of each lands on an empty replica
+  // (the second by load); turn 2 of each goes back to the replica that caches its prefix, although
+  // round_robin would swap them.
+  const auto p = Iota(32, 1), q = Iota(32, 5000);
+  std::vector<Request> reqs = {
+      Req(0, 0, Concat(p, Iota(5, 100)), 2), Req(1, 0, Concat(q, Iota(5, 200)), 2),
+      Req(2, 1000, Concat(q, Iota(9, 300)), 2), Req(3, 1001, Concat(p, Iota(9, 400)), 2)};
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
+  const ReplayResult kv = MustReplayFleet(plan, SmallEngine(64), reqs, 2, "kv_aware");
+  EXPECT_EQ(Replicas(kv), (std::vector<int>{0, 1, 1, 0}));
+  EXPECT_EQ(kv.per_request[2].hit_tokens, 32);
+  EXPECT_EQ(kv.per_request[3].hit_tokens, 32);
+  EXPECT_EQ(kv.fleet->router_index_checks, 4 * 2);
+  const ReplayResult rr = MustReplayFleet(plan, SmallEngine(64), reqs, 2, "round_robin");
+  EXPECT_EQ(Replicas(rr), (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(rr.prefix_cache.hits, 0);
+  EXPECT_EQ(kv.prefix_cache.hits, 64);
+}
+
+TEST(FleetTest, KvAwareWeighsOverlapAgainstLoad) {
+  // Replica 0 caches a 32-token prefix but is busy with a long prompt; with overlap weight 0 the
+  // router looks at load only and picks the idle replica 1, with weight 1 the saved 32 tokens
+  // are outweighed by replica 0's outstanding work as well.
+  const auto p = Iota(32, 1);
+  std::vector<Request> reqs = {Req(0, 0, Concat(p, Iota(4, 100)), 1),
+                               Req(1, 1000, Iota(400, 9000), 50),
+                               Req(2, 1000, Concat(p, Iota(4, 200)), 1)};
+  EngineConfig e = SmallEngine(16);
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 256);
+  // Request 1 goes to replica 0 (tie on cost, tie on load: lowest index), so replica 0 holds the
+  // prefix and ~400 outstanding tokens when request 2 arrives.
+  e.fleet.overlap_weight = 1;
+  EXPECT_EQ(Replicas(MustReplayFleet(plan, e, reqs, 2, "kv_aware"))[2], 1);
+  // With a heavy overlap weight, the saved prefix wins over the load.
+  e.fleet.overlap_weight = 100;
+  EXPECT_EQ(Replicas(MustReplayFleet(plan, e, reqs, 2, "kv_aware"))[2], 0);
+}
+
+// A hybrid plan whose hit alignment (A = 24) is larger than the primary block (8): the
+// unaligned router counts 8-token blocks, the aligned one only what the fixed point serves.
+KvPlan HybridPlan(int64_t num_blocks) {
+  return Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kSlidingWindow, 24, 16),
+               Group(LayerKind::kMamba, 24)},
+              num_blocks, 24, 8, 24);
+}
+
+TEST(FleetTest, MirrorsEqualTheReplicasLookupsOnRandomHybridWorkloads) {
+  for (const char* router : {"kv_aware", "kv_aware_unaligned"}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      std::mt19937_64 rng(seed);
+      std::vector<Request> reqs;
+      for (int i = 0; i < 60; ++i) {
+        const int prefix = static_cast<int>(rng() % 4);
+        reqs.push_back(Req(i, i * 0.4,
+                           Concat(Iota(8 * static_cast<int>(rng() % 12), 1000 * (prefix + 1)),
+                                  Iota(1 + static_cast<int>(rng() % 30), 100000 + 100 * i)),
+                           1 + static_cast<int>(rng() % 12)));
+      }
+      EngineConfig e = SmallEngine(48);
+      e.max_num_seqs = 3;
+      e.speculative.enabled = seed != 2;
+      e.speculative.method = "eagle";
+      e.speculative.num_speculative_tokens = 2;
+      e.speculative.acceptance.model = "geometric";
+      e.speculative.acceptance.rates = {0.6};
+      // A small pool: evictions and preemptions exercise the remove events.
+      const ReplayResult r = MustReplayFleet(HybridPlan(40), e, reqs, 3, router, seed);
+      SCOPED_TRACE(std::string(router) + " seed " + std::to_string(seed));
+      EXPECT_EQ(r.fleet->router_index_checks, 60 * 3);
+      EXPECT_EQ(r.finished_requests + r.skipped_does_not_fit + r.skipped_prompt_too_long +
+                    r.skipped_empty_prompt,
+                60);
+      EXPECT_GT(r.evicted_blocks, 0);
+    }
+  }
+}
+
+TEST(FleetTest, OneReplicaIsThePlainEngine) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 30; ++i) {
+    reqs.push_back(Req(i, i * 0.5, Concat(Iota(16, 1), Iota(1 + i, 1000 + 50 * i)), 1 + i % 5));
+  }
+  const KvPlan plan = HybridPlan(60);
+  EngineConfig e = SmallEngine(32);
+  const ReplayResult plain = testing_engine::MustReplay(plan, e, reqs, 3);
+  const ReplayResult one = MustReplayFleet(plan, e, reqs, 1, "kv_aware", 3);
+  EXPECT_FALSE(one.fleet.has_value());
+  EXPECT_EQ(one.prefix_cache.hits, plain.prefix_cache.hits);
+  EXPECT_EQ(one.num_steps, plain.num_steps);
+  EXPECT_EQ(one.sim_time_ns, plain.sim_time_ns);
+}
+
+TEST(FleetTest, FleetTotalsAreSumsOfReplicas) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 40; ++i) {
+    reqs.push_back(
+        Req(i, i * 0.2, Concat(Iota(16, 1 + 1000 * (i % 3)), Iota(5, 9000 + 10 * i)), 4));
+  }
+  const ReplayResult r = MustReplayFleet(HybridPlan(100), SmallEngine(32), reqs, 3, "kv_aware");
+  int64_t requests = 0, hits = 0, queries = 0;
+  for (const ReplicaSummary& s : r.fleet->per_replica) {
+    requests += s.requests;
+    hits += s.prefix_cache.hits;
+    queries += s.prefix_cache.queries;
+  }
+  EXPECT_EQ(requests, 40);
+  EXPECT_EQ(hits, r.prefix_cache.hits);
+  EXPECT_EQ(queries, r.prefix_cache.queries);
+  EXPECT_EQ(r.ttft.count, 40);
+}
+
+TEST(FleetTest, AutoSizingFindsTheSmallestFleetThatKeepsUp) {
+  // 200 requests, one every 10 ms, each needing ~20 steps of 2 ms (max_num_seqs 1): one replica
+  // falls far behind; enough replicas keep the 2 s span.
+  std::vector<Request> reqs;
+  for (int i = 0; i < 200; ++i) reqs.push_back(Req(i, i * 10.0, Iota(8, 1 + 100 * i), 20));
+  EngineConfig e = SmallEngine(64, /*step_us=*/2000);
+  e.max_num_seqs = 1;
+  e.fleet.auto_replicas = true;
+  e.fleet.router = "least_loaded";
+  e.fleet.ttft_slo_ms = 100;
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 200);
+  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    return std::make_unique<VectorTrace>(reqs);
+  };
+  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const FleetSummary& f = *result->fleet;
+  ASSERT_TRUE(f.auto_sized);
+  std::map<int, bool> keeps;
+  for (const AutoSizeProbe& p : f.probes) keeps[p.replicas] = p.keeps_up;
+  ASSERT_TRUE(keeps.count(f.replicas));
+  EXPECT_TRUE(keeps[f.replicas]);
+  EXPECT_GT(f.replicas, 1);
+  ASSERT_TRUE(keeps.count(f.replicas - 1)) << "the size below the answer was tried";
+  EXPECT_FALSE(keeps[f.replicas - 1]);
+  for (const auto& [n, ok] : keeps) EXPECT_EQ(ok, n >= f.replicas) << n;
+  EXPECT_LE(static_cast<double>(result->sim_time_ns), 1.1 * static_cast<double>(f.trace_span_ns));
+  EXPECT_LE(result->ttft.p99_ms, 100);
+}
+
+}  // namespace
+}  // namespace prefixsim
