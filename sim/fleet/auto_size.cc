@@ -17,6 +17,8 @@ namespace {
 
 constexpr double kSpanSlack = 1.1;
 constexpr int kMaxAutoReplicas = 1024;
+// Doubling the fleet that keeps the span and improving p99 TTFT by less than 2%: a floor.
+constexpr double kTtftFloorRatio = 0.98;
 
 }  // namespace
 
@@ -52,6 +54,24 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
   int hi = 1;
   PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult best, probe(hi));
   while (!probes.back().keeps_up) {
+    // Once the fleet keeps the span, more replicas only shorten queues; if doubling no longer
+    // moves p99 TTFT, it is the prefill time of the trace's long prompts on an idle engine and no
+    // fleet meets the SLO: say so rather than doubling up to the cap.
+    if (probes.size() >= 2) {
+      const AutoSizeProbe& last = probes[probes.size() - 1];
+      const AutoSizeProbe& prev = probes[probes.size() - 2];
+      const double span = static_cast<double>(best.fleet->trace_span_ns);
+      const bool spans_ok = static_cast<double>(last.sim_time_ns) <= kSpanSlack * span &&
+                            static_cast<double>(prev.sim_time_ns) <= kSpanSlack * span;
+      if (spans_ok && last.ttft_p99_ms > kTtftFloorRatio * prev.ttft_p99_ms) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "--replicas auto: p99 TTFT stays at %.0f ms with %d replicas and %.0f ms with %d, "
+            "above the SLO of %.0f ms: it is the prefill time of the trace's longest prompts, "
+            "which no fleet size shortens; raise --ttft-slo-ms (or give --replicas N)",
+            prev.ttft_p99_ms, prev.replicas, last.ttft_p99_ms, last.replicas,
+            engine.fleet.ttft_slo_ms));
+      }
+    }
     if (hi >= kMaxAutoReplicas) {
       const AutoSizeProbe& last = probes.back();
       return absl::FailedPreconditionError(absl::StrFormat(
