@@ -271,5 +271,25 @@ TEST(FleetTest, AutoSizingFindsTheSmallestFleetThatKeepsUp) {
   EXPECT_LE(result->ttft.p99_ms, 100);
 }
 
+TEST(FleetTest, AutoSizingNamesAnUnreachableSlo) {
+  // Every request alone needs 20 steps of 2 ms before its first token (160-token prompts, an
+  // 8-token budget): p99 TTFT >= 40 ms on an idle replica, so a 10 ms SLO is out of reach and the
+  // search says so instead of doubling to the cap.
+  std::vector<Request> reqs;
+  for (int i = 0; i < 100; ++i) reqs.push_back(Req(i, i * 50.0, Iota(160, 1 + 1000 * i), 2));
+  EngineConfig e = SmallEngine(8, /*step_us=*/2000);
+  e.fleet.auto_replicas = true;
+  e.fleet.ttft_slo_ms = 10;
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 400);
+  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    return std::make_unique<VectorTrace>(reqs);
+  };
+  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(result.status().message().find("raise --ttft-slo-ms"), std::string::npos)
+      << result.status();
+}
+
 }  // namespace
 }  // namespace prefixsim
