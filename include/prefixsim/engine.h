@@ -50,6 +50,9 @@ struct ReplayOptions {
   bool record_requests = true;
   // Requests in the sliding window of vLLM's logged hit rate (reference §12, CachingMetrics).
   int64_t hit_rate_window_requests = 1000;
+  // KvCacheOptions::fast_path: skip KV calls that cannot change anything (identical results;
+  // false is the slow reference path, for tests and --no-fast-path).
+  bool kv_fast_path = true;
   // Use Request::accepted_lengths when a request carries them, whatever the acceptance model.
   bool use_trace_accepted_lengths = true;
   // Called about every `progress_interval_requests` arrivals, every 1024 steps and once at the

@@ -38,6 +38,10 @@ struct KvCacheOptions {
   // max_model_len: AllocateSlots caps computed + new + lookahead tokens here (reference §10.1).
   // 0 means no cap.
   int64_t max_model_len = 0;
+  // Skip AllocateSlots calls that cannot change anything: a running request whose tokens stay
+  // inside the blocks it already holds (kv_cache_manager.cc, QuietKey). Results are identical
+  // either way (tests compare); false runs every call in full.
+  bool fast_path = true;
 };
 
 struct KvCacheCounters {

@@ -39,6 +39,8 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
   cmd->add_flag("--no-wall-time", o->no_wall_time,
                 "omit wall_time_s so that reports of equal runs are byte-identical");
   cmd->add_flag("--no-progress", o->no_progress, "no progress line on stderr");
+  cmd->add_flag("--no-fast-path", o->no_fast_path,
+                "run every KV cache call in full (the slow reference path; same results)");
 }
 
 absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpec& model,
@@ -50,6 +52,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   ReplayOptions options;
   options.seed = o.seed;
   options.check_invariants = o.check_invariants;
+  options.kv_fast_path = !o.no_fast_path;
   options.hit_rate_window_requests = o.hit_rate_window;
   options.cost_active_params = o.active_params;
   // A progress line on stderr, only for a terminal and only once the run has lasted a second.

@@ -23,6 +23,7 @@ struct ReplayCliOptions {
   bool check_invariants = false;
   bool no_wall_time = false;
   bool no_progress = false;
+  bool no_fast_path = false;
   int64_t hit_rate_window = 1000;
 };
 

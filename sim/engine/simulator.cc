@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   KvCacheOptions kv_options;
   kv_options.check_invariants = options.check_invariants;
   kv_options.max_model_len = engine.max_model_len;
+  kv_options.fast_path = options.kv_fast_path;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
   if (sim->num_spec_tokens_ > 0) {

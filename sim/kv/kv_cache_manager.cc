@@ -31,6 +31,8 @@ class KvCacheManager::Impl {
     bool has_pending = false;
     int64_t pending_hit = 0;
     std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
+    // The quiet key of the last successful AllocateSlots (see QuietKey); empty: none.
+    std::vector<int64_t> quiet_key;
   };
 
   Impl(const KvPlan& plan, const KvCacheOptions& options)
@@ -40,6 +42,34 @@ class KvCacheManager::Impl {
         coord_(plan, &pool_, options.num_reprefillable_tokens),
         caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
     fine_scratch_.resize(coord_.num_groups());
+    // Breakpoints of AllocateSlots (see QuietKey): every group's block size, where a block
+    // fills (floor) or a new one is needed (ceil, offset 1); where a sliding window frees its
+    // oldest block; chunk starts; and S, H, A for caching and mamba states.
+    auto add = [&](int64_t m, int64_t offset) {
+      if (m <= 0) return;
+      const std::pair<int64_t, int64_t> p{m, ((offset % m) + m) % m};
+      if (std::find(quiet_breaks_.begin(), quiet_breaks_.end(), p) == quiet_breaks_.end()) {
+        quiet_breaks_.push_back(p);
+      }
+    };
+    for (const KvGroup& g : plan_.groups) {
+      add(g.block_size, 0);
+      add(g.block_size, 1);
+      if (g.kind == LayerKind::kSlidingWindow) {
+        const int64_t o = g.sliding_window - 1 + options_.num_reprefillable_tokens;
+        add(g.block_size, o);
+        add(g.block_size, o + 1);
+      }
+      if (g.kind == LayerKind::kChunkedLocal) {
+        add(g.attention_chunk_size, 0);
+        add(g.attention_chunk_size, 1);
+      }
+    }
+    for (int64_t m :
+         {coord_.scheduler_block_size(), coord_.hash_block_size(), coord_.hit_alignment()}) {
+      add(m, 0);
+      add(m, 1);
+    }
     if (plan.enable_prefix_caching && !caching_) {
       // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
       const int g = coord_.unhashable_group();
@@ -68,6 +98,20 @@ class KvCacheManager::Impl {
                           &st.hashes);
   }
 
+  // AllocateSlots of a running request depends on its arguments only through which blocks they
+  // fall in: floor((x - offset) / m) of total, main, need and the cached count n, for the
+  // breakpoints (m, offset) above (every group's managers compute block counts, skipped blocks,
+  // cache limits and mamba boundaries that way). So once a call has allocated, freed and cached
+  // what it needed, a later call whose arguments fall in the same blocks has nothing to do: the
+  // decode steps between two block boundaries. The key is that tuple.
+  void QuietKey(int64_t total, int64_t main, int64_t need, int64_t n,
+                std::vector<int64_t>* key) const {
+    key->clear();
+    for (int64_t x : {total, main, need, n}) {
+      for (const auto& [m, offset] : quiet_breaks_) key->push_back((x - offset + m) / m);
+    }
+  }
+
   void AddRequest(const Request* r) {
     PREFIXSIM_CHECK(r != nullptr);
     uint32_t slot;
@@ -93,6 +137,7 @@ class KvCacheManager::Impl {
     for (auto& p : st.pending) p.clear();
     st.has_pending = false;
     st.pending_hit = 0;
+    st.quiet_key.clear();
   }
 
   void RemoveRequest(uint64_t id) {
@@ -128,7 +173,8 @@ class KvCacheManager::Impl {
     const kv::HashPair* fine = st.hashes.data();
     const int64_t nf = static_cast<int64_t>(st.hashes.size());
     const int64_t a = coord_.hit_alignment();
-    result.hit_tokens = coord_.FindLongestCacheHit(pool_.hit_index(), fine, nf, max_hit, a, st.pending.data());
+    result.hit_tokens =
+        coord_.FindLongestCacheHit(pool_.hit_index(), fine, nf, max_hit, a, st.pending.data());
     if (a != coord_.hash_block_size()) {
       // Alignment loss: the same lookup at the hash granularity H instead of A.
       const int64_t fine_hit = coord_.FindLongestCacheHit(
@@ -204,11 +250,27 @@ class KvCacheManager::Impl {
     const int64_t total = std::min(local, cap);
     const int64_t main = total + num_new;
     const int64_t need = std::min(main + num_lookahead, cap);
+    // Tokens cached after this step: drafts and lookahead slots never are, only verified tokens
+    // (reference §10.2).
+    const int64_t n = std::max<int64_t>(
+        0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
+    bool quiet = false;
+    if (!use_hit && options_.fast_path) {
+      QuietKey(total, main, need, n, &key_scratch_);
+      quiet = !st.quiet_key.empty() && key_scratch_ == st.quiet_key;
+      if (quiet && !options_.check_invariants) return true;
+    }
+    // With invariant checks, a quiet call still runs the full path below and checks that it
+    // changes nothing: the fast path's claim is verified wherever the checker runs.
+    const int64_t quiet_free = pool_.num_free(), quiet_cached = pool_.num_cached_entries();
+    const int64_t quiet_allocated = counters_.allocated_blocks;
     // Free out-of-window blocks first (reference §10.1, §10.3).
     coord_.RemoveSkippedBlocks(st.groups.data(), total);
     const int64_t k = coord_.NumBlocksToAllocate(
         st.groups.data(), use_hit ? st.pending.data() : nullptr, need, main, total);
     if (k > pool_.num_free()) {
+      PREFIXSIM_CHECK(!quiet);
+      st.quiet_key.clear();
       if (options_.check_invariants) CheckInvariants();
       return false;
     }
@@ -242,9 +304,6 @@ class KvCacheManager::Impl {
     // All-or-nothing: the step took no more blocks than it reserved.
     PREFIXSIM_CHECK(free_before - pool_.num_free() <= k);
     if (caching_) {
-      // Drafts and lookahead slots are never cached: only verified tokens (reference §10.2).
-      const int64_t n = std::max<int64_t>(
-          0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
       int64_t limit = 0;
       for (int g = 0; g < coord_.num_groups(); ++g)
         limit = std::max(limit, coord_.CacheLimit(g, n));
@@ -257,12 +316,23 @@ class KvCacheManager::Impl {
             coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
       }
     }
+    if (quiet) {
+      PREFIXSIM_CHECK(pool_.num_free() == quiet_free &&
+                      pool_.num_cached_entries() == quiet_cached &&
+                      counters_.allocated_blocks == quiet_allocated);
+    }
+    if (!use_hit && options_.fast_path) {
+      st.quiet_key.swap(key_scratch_);
+    } else {
+      st.quiet_key.clear();
+    }
     if (options_.check_invariants) CheckInvariants();
     return true;
   }
 
   void Free(uint64_t id) {
     RequestState& st = State(id);
+    st.quiet_key.clear();
     coord_.FreeAll(st.groups.data());
     st.has_pending = false;
     for (auto& p : st.pending) p.clear();
@@ -306,6 +376,8 @@ class KvCacheManager::Impl {
   std::vector<uint32_t> free_slots_;
   std::vector<std::vector<BlockId>> fine_scratch_;
   std::vector<char> cow_;
+  std::vector<std::pair<int64_t, int64_t>> quiet_breaks_;  // (modulus, offset)
+  std::vector<int64_t> key_scratch_;
   mutable KvCacheCounters counters_;
 };
 

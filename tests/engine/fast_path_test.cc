@@ -1,0 +1,73 @@
+// The KV fast path (KvCacheOptions::fast_path, issue 15) skips AllocateSlots calls whose
+// arguments stay inside the blocks a request holds. It must not change a single result: every
+// sample replayed with and without it (--no-fast-path, the slow reference path) gives
+// byte-identical JSON and CSV, on one engine and on a fleet. (With --check-invariants the fast
+// path also re-runs every skipped call in full and checks that it changes nothing; the engine
+// and fleet tests run that way.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/cli_runner.h"
+
+namespace prefixsim {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Case {
+  const char* name;
+  const char* trace;
+  const char* args;
+};
+
+class FastPathTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FastPathTest, SameBytesAsTheSlowPath) {
+  const Case& c = GetParam();
+  const std::string src = PREFIXSIM_SOURCE_DIR;
+  const std::string base =
+      ::testing::TempDir() + "/" + std::to_string(getpid()) + "_fast_" + c.name;
+  std::string outputs[2];
+  for (int slow = 0; slow < 2; ++slow) {
+    const std::string json = base + (slow ? "_slow.json" : ".json");
+    const std::string csv = base + (slow ? "_slow.csv" : ".csv");
+    const auto r =
+        ::prefixsim::testing::RunCli("replay --trace " + src + "/traces/" + c.trace + " " + c.args +
+                                     " --seed 5 --no-wall-time --no-progress --json " + json +
+                                     " --csv " + csv + (slow ? " --no-fast-path" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    outputs[slow] = ReadFile(json) + ReadFile(csv);
+    ASSERT_GT(outputs[slow].size(), 1000u);
+  }
+  EXPECT_TRUE(outputs[0] == outputs[1]) << "the fast path changed the results of " << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Samples, FastPathTest,
+    ::testing::Values(Case{"chat_old", "sample_chat.jsonl",
+                           "--model kimi-k3-like --engine kimi-k3-dspark --policy old"},
+                      Case{"chat_new_small_pool", "sample_chat.jsonl",
+                           "--model kimi-k3-like --engine kimi-k3-dspark --policy new "
+                           "--num-gpu-blocks 300 --max-model-len 32768"},
+                      Case{"agentic_nospec", "sample_agentic.jsonl",
+                           "--model kimi-k3-like --engine kimi-k3 --policy new"},
+                      Case{"shared_doc_llama", "sample_shared_doc.jsonl",
+                           "--model llama-3.1-8b-layout --engine llama-3.1-8b-eagle --policy new"},
+                      Case{"tokens_gpt_oss", "sample_tokens.jsonl",
+                           "--model gpt-oss-20b --engine gpt-oss-20b-eagle3 --policy old"},
+                      Case{"chat_fleet", "sample_chat.jsonl",
+                           "--model kimi-k3-like --engine kimi-k3-dspark --policy old --replicas 3 "
+                           "--router kv_aware"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace prefixsim
