@@ -49,7 +49,8 @@ inline uint32_t GroupTag(int group, const HashPair& h) {
 // (the pool: the first block cached under the key) or kNoBlock.
 class HitIndex {
  public:
-  HitIndex(const PrefixIndex* index, int64_t* collisions) : index_(index), collisions_(collisions) {}
+  HitIndex(const PrefixIndex* index, int64_t* collisions)
+      : index_(index), collisions_(collisions) {}
 
   BlockId Lookup(int group, const HashPair& h) const {
     const PrefixIndex::Slot* slot = index_->Find(h.hash ^ GroupSalt(group));
@@ -89,8 +90,8 @@ class BlockPool {
   // A cache hit takes a reference: a free block leaves the free queue.
   void Touch(BlockId b) {
     PREFIXSIM_DCHECK(b > 0 && b < num_blocks_);
-    if (ref_[b] == 0) Unlink(b);
-    ++ref_[b];
+    if (meta_[b].ref == 0) Unlink(b);
+    ++meta_[b].ref;
   }
 
   // Pops the head of the free queue, evicting its hash if it has one; ref count 1.
@@ -109,10 +110,10 @@ class BlockPool {
   // reference §8.2 cache_full_blocks "re-keyed"). Not an eviction.
   void Uncache(BlockId b);
 
-  bool is_cached(BlockId b) const { return group_[b] >= 0; }
-  int32_t ref(BlockId b) const { return ref_[b]; }
-  int cached_group(BlockId b) const { return group_[b]; }
-  const HashPair& cached_hash(BlockId b) const { return hash_[b]; }
+  bool is_cached(BlockId b) const { return meta_[b].group >= 0; }
+  int32_t ref(BlockId b) const { return meta_[b].ref; }
+  int cached_group(BlockId b) const { return meta_[b].group; }
+  const HashPair& cached_hash(BlockId b) const { return meta_[b].hash; }
   int64_t evictions() const { return evictions_; }
   int64_t collisions() const { return collisions_; }
   int64_t num_cached_entries() const { return num_cached_; }
@@ -126,10 +127,10 @@ class BlockPool {
 
  private:
   void Unlink(BlockId b) {
-    const BlockId p = prev_[b], n = next_[b];
-    next_[p] = n;
-    prev_[n] = p;
-    prev_[b] = next_[b] = kNoBlock;
+    const BlockId p = meta_[b].prev, n = meta_[b].next;
+    meta_[p].next = n;
+    meta_[n].prev = p;
+    meta_[b].prev = meta_[b].next = kNoBlock;
     --num_free_;
   }
   void PushBack(BlockId b);
@@ -138,13 +139,18 @@ class BlockPool {
   void RemoveFromIndex(BlockId b);
 
   int64_t num_blocks_;
-  BlockId sentinel_;                  // == num_blocks_
-  std::vector<BlockId> prev_, next_;  // free queue links (size num_blocks + 1)
-  std::vector<int32_t> ref_;
-  std::vector<HashPair> hash_;
-  std::vector<int32_t> group_;                // -1: not cached
-  std::vector<BlockId> dup_prev_, dup_next_;  // blocks cached under the same key
-  PrefixIndex index_;                         // key -> the first block cached under it
+  BlockId sentinel_;  // == num_blocks_
+  // One record per block (plus the queue sentinel), so that the operations on a cold block (an
+  // eviction at the queue head, a free, a publish) touch one or two cache lines, not seven.
+  struct Meta {
+    HashPair hash;                             // valid while cached
+    BlockId prev = kNoBlock, next = kNoBlock;  // free queue links
+    int32_t ref = 0;
+    int32_t group = -1;                                // -1: not cached
+    BlockId dup_prev = kNoBlock, dup_next = kNoBlock;  // blocks cached under the same key
+  };
+  std::vector<Meta> meta_;  // num_blocks + 1 entries
+  PrefixIndex index_;       // key -> the first block cached under it
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;

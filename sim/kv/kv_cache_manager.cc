@@ -2,6 +2,8 @@
 #include "prefixsim/kv_cache_manager.h"
 
 #include <algorithm>
+#include <array>
+#include <climits>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,8 +33,10 @@ class KvCacheManager::Impl {
     bool has_pending = false;
     int64_t pending_hit = 0;
     std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
-    // The quiet key of the last successful AllocateSlots (see QuietKey); empty: none.
-    std::vector<int64_t> quiet_key;
+    // Where the arguments of the last successful AllocateSlots may move without crossing a
+    // breakpoint (see QuietRanges): [lo, hi) for total, main, need and n; empty: none.
+    std::array<int64_t, 8> quiet_ranges{};
+    bool quiet_valid = false;
   };
 
   Impl(const KvPlan& plan, const KvCacheOptions& options)
@@ -103,13 +107,27 @@ class KvCacheManager::Impl {
   // breakpoints (m, offset) above (every group's managers compute block counts, skipped blocks,
   // cache limits and mamba boundaries that way). So once a call has allocated, freed and cached
   // what it needed, a later call whose arguments fall in the same blocks has nothing to do: the
-  // decode steps between two block boundaries. The key is that tuple.
-  void QuietKey(int64_t total, int64_t main, int64_t need, int64_t n,
-                std::vector<int64_t>* key) const {
-    key->clear();
-    for (int64_t x : {total, main, need, n}) {
-      for (const auto& [m, offset] : quiet_breaks_) key->push_back((x - offset + m) / m);
+  // decode steps between two block boundaries. For each argument x, the range [lo, hi) around
+  // it in which no floor((x - offset) / m) changes.
+  std::array<int64_t, 8> QuietRanges(int64_t total, int64_t main, int64_t need, int64_t n) const {
+    std::array<int64_t, 8> ranges;
+    const int64_t args[4] = {total, main, need, n};
+    for (int i = 0; i < 4; ++i) {
+      int64_t lo = INT64_MIN, hi = INT64_MAX;
+      for (const auto& [m, offset] : quiet_breaks_) {
+        const int64_t start = offset + m * ((args[i] - offset + m) / m - 1);  // <= x < start + m
+        lo = std::max(lo, start);
+        hi = std::min(hi, start + m);
+      }
+      ranges[2 * i] = lo;
+      ranges[2 * i + 1] = hi;
     }
+    return ranges;
+  }
+  static bool InRanges(const std::array<int64_t, 8>& r, int64_t total, int64_t main, int64_t need,
+                       int64_t n) {
+    return r[0] <= total && total < r[1] && r[2] <= main && main < r[3] && r[4] <= need &&
+           need < r[5] && r[6] <= n && n < r[7];
   }
 
   void AddRequest(const Request* r) {
@@ -137,7 +155,7 @@ class KvCacheManager::Impl {
     for (auto& p : st.pending) p.clear();
     st.has_pending = false;
     st.pending_hit = 0;
-    st.quiet_key.clear();
+    st.quiet_valid = false;
   }
 
   void RemoveRequest(uint64_t id) {
@@ -254,12 +272,9 @@ class KvCacheManager::Impl {
     // (reference §10.2).
     const int64_t n = std::max<int64_t>(
         0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
-    bool quiet = false;
-    if (!use_hit && options_.fast_path) {
-      QuietKey(total, main, need, n, &key_scratch_);
-      quiet = !st.quiet_key.empty() && key_scratch_ == st.quiet_key;
-      if (quiet && !options_.check_invariants) return true;
-    }
+    const bool quiet = !use_hit && options_.fast_path && st.quiet_valid &&
+                       InRanges(st.quiet_ranges, total, main, need, n);
+    if (quiet && !options_.check_invariants) return true;
     // With invariant checks, a quiet call still runs the full path below and checks that it
     // changes nothing: the fast path's claim is verified wherever the checker runs.
     const int64_t quiet_free = pool_.num_free(), quiet_cached = pool_.num_cached_entries();
@@ -270,7 +285,7 @@ class KvCacheManager::Impl {
         st.groups.data(), use_hit ? st.pending.data() : nullptr, need, main, total);
     if (k > pool_.num_free()) {
       PREFIXSIM_CHECK(!quiet);
-      st.quiet_key.clear();
+      st.quiet_valid = false;
       if (options_.check_invariants) CheckInvariants();
       return false;
     }
@@ -321,18 +336,15 @@ class KvCacheManager::Impl {
                       pool_.num_cached_entries() == quiet_cached &&
                       counters_.allocated_blocks == quiet_allocated);
     }
-    if (!use_hit && options_.fast_path) {
-      st.quiet_key.swap(key_scratch_);
-    } else {
-      st.quiet_key.clear();
-    }
+    st.quiet_valid = !use_hit && options_.fast_path;
+    if (st.quiet_valid) st.quiet_ranges = QuietRanges(total, main, need, n);
     if (options_.check_invariants) CheckInvariants();
     return true;
   }
 
   void Free(uint64_t id) {
     RequestState& st = State(id);
-    st.quiet_key.clear();
+    st.quiet_valid = false;
     coord_.FreeAll(st.groups.data());
     st.has_pending = false;
     for (auto& p : st.pending) p.clear();
@@ -377,7 +389,6 @@ class KvCacheManager::Impl {
   std::vector<std::vector<BlockId>> fine_scratch_;
   std::vector<char> cow_;
   std::vector<std::pair<int64_t, int64_t>> quiet_breaks_;  // (modulus, offset)
-  std::vector<int64_t> key_scratch_;
   mutable KvCacheCounters counters_;
 };
 

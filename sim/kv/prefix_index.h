@@ -41,6 +41,21 @@ class PrefixIndex {
 
   void Prefetch(uint64_t key) const { __builtin_prefetch(&slots_[key & mask_]); }
 
+  // The slot holding `key`, or the empty slot where InsertAt would put it (one probe sequence
+  // for a lookup followed by an insert).
+  Slot* FindOrEmpty(uint64_t key) {
+    for (uint64_t i = key & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.block < 0 || s.key == key) return &s;
+    }
+  }
+  // Fills the empty slot returned by FindOrEmpty for `key`.
+  void InsertAt(Slot* slot, uint64_t key, int32_t block, uint32_t tag) {
+    PREFIXSIM_DCHECK(slot->block < 0 && size_ < slots_.size() / 2 + 1);
+    *slot = Slot{key, block, tag};
+    ++size_;
+  }
+
   // Inserts a new key (REQUIRES: absent).
   void Insert(uint64_t key, int32_t block, uint32_t tag) {
     PREFIXSIM_DCHECK(size_ < slots_.size() / 2 + 1);
