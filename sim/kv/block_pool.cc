@@ -72,6 +72,15 @@ BlockId BlockPool::Allocate() {
   Unlink(b);
   if (meta_[b].group >= 0) Evict(b);
   meta_[b].ref = 1;
+  // Allocations come in bursts (every group of a request): start the cache misses of the next
+  // one now, the new head's index slot (it is usually cached, so it will be evicted) and the
+  // record after it.
+  const BlockId head = meta_[sentinel_].next;
+  if (head != sentinel_) {
+    const Meta& m = meta_[head];
+    __builtin_prefetch(&meta_[m.next]);
+    if (m.group >= 0) index_.Prefetch(m.hash.hash ^ GroupSalt(m.group));
+  }
   return b;
 }
 
