@@ -236,10 +236,10 @@ void Simulator::Finish(SimRequest* r) {
   result.prompt_tokens += r->request->prompt_tokens;
   result.output_tokens += r->num_outputs;
   const int64_t arrival = r->request->arrival_ns;
-  totals_.ttft_ns.push_back(r->first_token_ns - arrival);
-  totals_.e2e_ns.push_back(r->finish_ns - arrival);
+  totals_.ttft.Add(r->first_token_ns - arrival);
+  totals_.e2e.Add(r->finish_ns - arrival);
   if (r->num_outputs > 1) {
-    totals_.tpot_ns.push_back((r->finish_ns - r->first_token_ns) / (r->num_outputs - 1));
+    totals_.tpot.Add((r->finish_ns - r->first_token_ns) / (r->num_outputs - 1));
   }
   totals_.last_finish_ns = std::max(totals_.last_finish_ns, r->finish_ns);
   if (r->record_index >= 0) {

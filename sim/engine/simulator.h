@@ -15,6 +15,7 @@
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_cache_manager.h"
 #include "sim/cost/cost_model.h"
+#include "sim/engine/metrics.h"
 #include "sim/sched/scheduler.h"
 #include "sim/spec/acceptance_model.h"
 
@@ -23,7 +24,7 @@ namespace prefixsim {
 // What a replica accumulates; the fleet merges these into the ReplayResult.
 struct ReplicaTotals {
   ReplayResult counters;  // the counters of ReplayResult (no plan, latency or per_request)
-  std::vector<int64_t> ttft_ns, tpot_ns, e2e_ns;
+  LatencySketch ttft, tpot, e2e;  // bounded memory, however long the trace
   double usage_sum = 0;                         // KV usage summed over steps
   int64_t window_queries = 0, window_hits = 0;  // the logged hit rate's window
   int64_t last_finish_ns = 0;

@@ -131,7 +131,7 @@ ReplayResult Fleet::Collect() {
   ReplayResult r;
   r.policy = plan_.policy;
   r.plan = plan_;
-  std::vector<int64_t> ttft, tpot, e2e;
+  LatencySketch ttft, tpot, e2e;
   double usage_sum = 0;
   int64_t window_queries = 0, window_hits = 0, last_finish_ns = 0;
   FleetSummary summary;
@@ -175,9 +175,9 @@ ReplayResult Fleet::Collect() {
     window_queries += t.window_queries;
     window_hits += t.window_hits;
     last_finish_ns = std::max(last_finish_ns, t.last_finish_ns);
-    ttft.insert(ttft.end(), t.ttft_ns.begin(), t.ttft_ns.end());
-    tpot.insert(tpot.end(), t.tpot_ns.begin(), t.tpot_ns.end());
-    e2e.insert(e2e.end(), t.e2e_ns.begin(), t.e2e_ns.end());
+    ttft.Merge(t.ttft);
+    tpot.Merge(t.tpot);
+    e2e.Merge(t.e2e);
 
     ReplicaSummary rs;
     rs.requests = c.requests;
@@ -195,9 +195,9 @@ ReplayResult Fleet::Collect() {
                           : 0.0;
   r.recent_window_requests = options_.hit_rate_window_requests;
   r.mean_kv_usage = r.num_steps > 0 ? usage_sum / static_cast<double>(r.num_steps) : 0.0;
-  r.ttft = SummarizeLatencyNs(ttft);
-  r.tpot = SummarizeLatencyNs(tpot);
-  r.e2e = SummarizeLatencyNs(e2e);
+  r.ttft = ttft.Summary();
+  r.tpot = tpot.Summary();
+  r.e2e = e2e.Summary();
   r.sim_time_ns =
       first_arrival_ns_ >= 0 ? std::max<int64_t>(last_finish_ns - first_arrival_ns_, 0) : 0;
   if (r.sim_time_ns > 0) {

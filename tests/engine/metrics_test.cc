@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace prefixsim {
 namespace {
 
@@ -65,6 +67,53 @@ TEST(SpecDecodeStatsTest, MeanAcceptanceLengthIsOnePlusAcceptedPerDraft) {
   s.accepted_tokens = 6;
   EXPECT_DOUBLE_EQ(s.mean_acceptance_length(), 2.5);
   EXPECT_DOUBLE_EQ(s.acceptance_rate(), 0.5);
+}
+
+}  // namespace
+}  // namespace prefixsim
+
+namespace prefixsim {
+namespace {
+
+// The sketch's percentiles are within 2^-(kSubBits+1) (0.39%) of the exact ones (issue 15:
+// bounded memory with a stated relative error); count, mean and max are exact.
+TEST(LatencySketchTest, PercentilesWithinTheStatedRelativeError) {
+  std::mt19937_64 rng(11);
+  std::lognormal_distribution<double> dist(18.0, 2.0);  // ~65 ms median, heavy tail
+  LatencySketch sketch;
+  std::vector<int64_t> samples;
+  for (int i = 0; i < 20000; ++i) {
+    const int64_t v = static_cast<int64_t>(dist(rng));
+    samples.push_back(v);
+    sketch.Add(v);
+  }
+  const LatencySummary exact = SummarizeLatencyNs(samples);
+  const LatencySummary approx = sketch.Summary();
+  const double bound = 1.0 / (1 << (LatencySketch::kSubBits + 1));
+  EXPECT_EQ(approx.count, exact.count);
+  EXPECT_NEAR(approx.mean_ms, exact.mean_ms, 1e-9 * exact.mean_ms);
+  EXPECT_DOUBLE_EQ(approx.max_ms, exact.max_ms);
+  EXPECT_NEAR(approx.p50_ms, exact.p50_ms, bound * exact.p50_ms);
+  EXPECT_NEAR(approx.p90_ms, exact.p90_ms, bound * exact.p90_ms);
+  EXPECT_NEAR(approx.p99_ms, exact.p99_ms, bound * exact.p99_ms);
+  EXPECT_NE(approx.p99_ms, exact.p99_ms);  // it is a sketch, not a copy
+}
+
+TEST(LatencySketchTest, SmallValuesAreExactAndMergeEqualsOneSketch) {
+  LatencySketch a, b, all;
+  for (int64_t v = 0; v < 100; ++v) {
+    (v % 2 ? a : b).Add(v);
+    all.Add(v);
+  }
+  EXPECT_DOUBLE_EQ(all.PercentileNs(50), 49.5);
+  EXPECT_DOUBLE_EQ(all.PercentileNs(0), 0.0);
+  EXPECT_DOUBLE_EQ(all.PercentileNs(100), 99.0);
+  a.Merge(b);
+  EXPECT_EQ(a.count(), 100);
+  for (double q : {1.0, 50.0, 90.0, 99.0}) EXPECT_DOUBLE_EQ(a.PercentileNs(q), all.PercentileNs(q));
+  LatencySketch empty;
+  EXPECT_EQ(empty.Summary().count, 0);
+  EXPECT_EQ(empty.PercentileNs(50), 0.0);
 }
 
 }  // namespace
