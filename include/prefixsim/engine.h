@@ -34,6 +34,8 @@
 
 namespace prefixsim {
 
+struct RequestRecord;
+
 struct ReplayProgress {
   int64_t requests_read = 0;      // arrivals so far
   int64_t requests_finished = 0;  // finished or skipped
@@ -46,8 +48,13 @@ struct ReplayOptions {
   uint64_t seed = 0;
   // Runs the KV manager's invariant checker after every operation (tests; slow).
   bool check_invariants = false;
-  // Keep one RequestRecord per request (the per-request CSV). Off saves memory.
+  // Keep one RequestRecord per request (the per-request CSV) in ReplayResult::per_request. Off
+  // saves memory.
   bool record_requests = true;
+  // Streams the records instead: each goes here, in trace order, as soon as it and every
+  // earlier one are final; per_request stays empty and memory stays bounded by the requests in
+  // flight. (--replicas auto calls it for the chosen fleet only.)
+  std::function<void(const RequestRecord&)> record_sink;
   // Requests in the sliding window of vLLM's logged hit rate (reference §12, CachingMetrics).
   int64_t hit_rate_window_requests = 1000;
   // KvCacheOptions::fast_path: skip KV calls that cannot change anything (identical results;

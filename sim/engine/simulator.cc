@@ -22,7 +22,7 @@ uint64_t ReplicaSeed(uint64_t seed, int replica) {
 }  // namespace
 
 Simulator::Simulator(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
-                     int replica, std::vector<RequestRecord>* records)
+                     int replica, RequestLog* records)
     : plan_(plan),
       engine_(engine),
       options_(options),
@@ -33,9 +33,11 @@ Simulator::Simulator(const KvPlan& plan, const EngineConfig& engine, const Repla
   sched_config_.hit_rate_window_requests = options.hit_rate_window_requests;
 }
 
-absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
-    const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-    const ReplayOptions& options, int replica, std::vector<RequestRecord>* records) {
+absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
+                                                             const ModelSpec& model,
+                                                             const EngineConfig& engine,
+                                                             const ReplayOptions& options,
+                                                             int replica, RequestLog* records) {
   if (plan.num_blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV plan has ", plan.num_blocks, " blocks; the engine needs at least 2 (null + 1)"));
@@ -77,7 +79,7 @@ void Simulator::Skip(const Request& request, const char* reason) {
     rec.prompt_tokens = request.prompt_tokens;
     rec.replica = replica_;
     rec.skipped = reason;
-    records_->push_back(std::move(rec));
+    records_->Final(records_->Add(std::move(rec)));
   }
 }
 
@@ -104,13 +106,12 @@ void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/) {
       1, std::min(request->output_tokens, engine_.max_model_len - request->prompt_tokens));
   sim->request = std::move(request);
   if (records_ != nullptr) {
-    sim->record_index = static_cast<int64_t>(records_->size());
     RequestRecord rec;
     rec.id = sim->request->id;
     rec.arrival_ns = sim->request->arrival_ns;
     rec.prompt_tokens = sim->request->prompt_tokens;
     rec.replica = replica_;
-    records_->push_back(std::move(rec));
+    sim->record_index = records_->Add(std::move(rec));
   }
   if (free_slots_.empty()) {
     sim->slot = live_.size();
@@ -145,8 +146,10 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
       kv_->RemoveRequest(req->id());
       result.skipped_does_not_fit += 1;
       if (req->record_index >= 0) {
-        (*records_)[req->record_index].skipped = "does_not_fit";
-        (*records_)[req->record_index].preemptions = req->num_preemptions;
+        RequestRecord& rec = records_->at(req->record_index);
+        rec.skipped = "does_not_fit";
+        rec.preemptions = req->num_preemptions;
+        records_->Final(req->record_index);
       }
       free_slots_.push_back(req->slot);
       live_[req->slot].reset();
@@ -243,13 +246,14 @@ void Simulator::Finish(SimRequest* r) {
   }
   totals_.last_finish_ns = std::max(totals_.last_finish_ns, r->finish_ns);
   if (r->record_index >= 0) {
-    RequestRecord& rec = (*records_)[r->record_index];
+    RequestRecord& rec = records_->at(r->record_index);
     rec.output_tokens = r->num_outputs;
     rec.hit_tokens = std::max<int64_t>(r->first_hit_tokens, 0);
     rec.alignment_loss_tokens = r->first_alignment_loss;
     rec.first_token_ns = r->first_token_ns;
     rec.finish_ns = r->finish_ns;
     rec.preemptions = r->num_preemptions;
+    records_->Final(r->record_index);
   }
   free_slots_.push_back(r->slot);
   live_[r->slot].reset();

@@ -16,6 +16,7 @@
 #include "prefixsim/kv_cache_manager.h"
 #include "sim/cost/cost_model.h"
 #include "sim/engine/metrics.h"
+#include "sim/engine/request_log.h"
 #include "sim/sched/scheduler.h"
 #include "sim/spec/acceptance_model.h"
 
@@ -34,11 +35,11 @@ class Simulator {
  public:
   // Builds replica `replica` of the engine: KV manager, scheduler, acceptance and cost models.
   // `records` (may be null) receives one RequestRecord per request this replica is given, shared
-  // with the other replicas in arrival order. Errors for a bad acceptance or cost-model
+  // with the other replicas in arrival order; each is marked final when the request ends. Errors for a bad acceptance or cost-model
   // configuration.
   static absl::StatusOr<std::unique_ptr<Simulator>> Create(
       const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-      const ReplayOptions& options, int replica, std::vector<RequestRecord>* records);
+      const ReplayOptions& options, int replica, RequestLog* records);
 
   // A request arrives at `now`: it joins the waiting queue, or is skipped and counted.
   void Admit(std::unique_ptr<Request> request, int64_t now);
@@ -65,7 +66,7 @@ class Simulator {
 
  private:
   Simulator(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
-            int replica, std::vector<RequestRecord>* records);
+            int replica, RequestLog* records);
 
   void Skip(const Request& request, const char* reason);
   int SampleAccepted(SimRequest* req, int num_drafts);
@@ -75,7 +76,7 @@ class Simulator {
   EngineConfig engine_;
   ReplayOptions options_;
   int replica_;
-  std::vector<RequestRecord>* records_;
+  RequestLog* records_;
   SchedulerConfig sched_config_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;

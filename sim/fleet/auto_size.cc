@@ -31,11 +31,22 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
     return Replay(plan, model, engine, *trace, options);
   }
   std::vector<AutoSizeProbe> probes;
+  // Probes keep no per-request records; the chosen size is replayed once more for them.
+  const bool wants_records = options.record_requests || static_cast<bool>(options.record_sink);
+  ReplayOptions probe_options = options;
+  probe_options.record_requests = false;
+  probe_options.record_sink = nullptr;
+  auto replay = [&](int n, const ReplayOptions& o) -> absl::StatusOr<ReplayResult> {
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<fleet::Fleet> f,
+                               fleet::Fleet::Create(plan, model, engine, o, n, true));
+    return f->Run(*trace);
+  };
   auto probe = [&](int n) -> absl::StatusOr<ReplayResult> {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
     PREFIXSIM_ASSIGN_OR_RETURN(
         std::unique_ptr<fleet::Fleet> f,
-        fleet::Fleet::Create(plan, model, engine, options, n, /*report_fleet=*/true));
+        fleet::Fleet::Create(plan, model, engine, probe_options, n, /*report_fleet=*/true));
     PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result, f->Run(*trace));
     PREFIXSIM_CHECK(result.fleet.has_value());
     const int64_t span_ns = result.fleet->trace_span_ns;
@@ -94,6 +105,13 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
     } else {
       lo = mid;
     }
+  }
+  if (wants_records) {
+    // The same inputs and seed give the same run: only the records are new.
+    PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult again, replay(hi, options));
+    PREFIXSIM_CHECK(again.prefix_cache.hits == best.prefix_cache.hits &&
+                    again.num_steps == best.num_steps);
+    best = std::move(again);
   }
   FleetSummary& fs = *best.fleet;
   fs.auto_sized = true;

@@ -13,7 +13,11 @@ namespace fleet {
 
 Fleet::Fleet(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
              bool report_fleet)
-    : plan_(plan), engine_(engine), options_(options), report_fleet_(report_fleet) {}
+    : plan_(plan),
+      engine_(engine),
+      options_(options),
+      report_fleet_(report_fleet),
+      records_(options.record_sink) {}
 
 absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const ModelSpec& model,
                                                      const EngineConfig& engine,
@@ -31,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   config.plan = &fleet->plan_;
   config.verify_index = options.check_invariants;
   PREFIXSIM_ASSIGN_OR_RETURN(fleet->router_, NewRouter(engine.fleet.router, config));
-  std::vector<RequestRecord>* records = options.record_requests ? &fleet->records_ : nullptr;
+  RequestLog* records = options.record_requests || options.record_sink ? &fleet->records_ : nullptr;
   for (int r = 0; r < replicas; ++r) {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<Simulator> sim,
                                Simulator::Create(plan, model, engine, options, r, records));
@@ -206,7 +210,7 @@ ReplayResult Fleet::Collect() {
     r.prompt_tokens_per_s = static_cast<double>(r.prompt_tokens) / s;
     r.output_tokens_per_s = static_cast<double>(r.output_tokens) / s;
   }
-  r.per_request = std::move(records_);
+  if (options_.record_requests && !options_.record_sink) r.per_request = records_.TakeAll();
   if (report_fleet_) {
     const std::string& name = summary.router;
     if (name == "kv_aware" || name == "kv_aware_unaligned") {

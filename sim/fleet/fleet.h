@@ -52,7 +52,7 @@ class Fleet {
   std::unique_ptr<Router> router_;
   std::unique_ptr<FleetView> view_;
   EventQueue<Event> events_;
-  std::vector<RequestRecord> records_;
+  RequestLog records_;
 
   std::unique_ptr<Request> pending_;  // the next request of the trace, not yet arrived
   std::vector<char> touched_;         // replicas given a request at the current instant
