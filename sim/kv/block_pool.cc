@@ -1,5 +1,7 @@
 #include "sim/kv/block_pool.h"
 
+#include <algorithm>
+
 namespace prefixsim {
 namespace kv {
 
@@ -13,7 +15,8 @@ BlockPool::BlockPool(int64_t num_blocks)
       group_(num_blocks, -1),
       dup_prev_(num_blocks, kNoBlock),
       dup_next_(num_blocks, kNoBlock),
-      index_(num_blocks) {
+      index_(num_blocks),
+      free_stamp_(num_blocks, 0) {
   PREFIXSIM_CHECK(num_blocks >= 2);
   PREFIXSIM_CHECK(num_blocks < (int64_t{1} << 31) - 1);
   next_[sentinel_] = prev_[sentinel_] = sentinel_;
@@ -43,6 +46,7 @@ void BlockPool::PushFront(BlockId b) {
 void BlockPool::Evict(BlockId b) {
   RemoveFromIndex(b);
   ++evictions_;
+  eviction_horizon_ = std::max(eviction_horizon_, free_stamp_[b]);
 }
 
 void BlockPool::Uncache(BlockId b) {
@@ -85,6 +89,7 @@ void BlockPool::Free(BlockId b) {
   PREFIXSIM_CHECK(ref_[b] > 0);
   if (--ref_[b] > 0) return;
   if (group_[b] >= 0) {
+    free_stamp_[b] = ++free_clock_;
     PushBack(b);
   } else {
     PushFront(b);
