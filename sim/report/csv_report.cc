@@ -15,11 +15,11 @@ void WriteRequestsCsv(const ReplayResult& result, std::ostream& out) {
          "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,skipped\n";
   for (const RequestRecord& r : result.per_request) {
     const bool served = r.finish_ns >= 0;
-    out << absl::StrFormat("%d,%.6f,%d,%d,%d,%d,%d,%s,%s,%d,%s\n", r.id,
-                           static_cast<double>(r.arrival_ns) / 1e9, r.prompt_tokens,
-                           r.output_tokens, r.hit_tokens, r.alignment_loss_tokens, r.lost_to_alignment_tokens,
-                           served ? Ms(r.first_token_ns - r.arrival_ns) : "",
-                           served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
+    out << absl::StrFormat(
+        "%d,%.6f,%d,%d,%d,%d,%d,%s,%s,%d,%s\n", r.id, static_cast<double>(r.arrival_ns) / 1e9,
+        r.prompt_tokens, r.output_tokens, r.hit_tokens, r.alignment_loss_tokens,
+        r.lost_to_alignment_tokens, served ? Ms(r.first_token_ns - r.arrival_ns) : "",
+        served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
   }
 }
 
