@@ -9,6 +9,7 @@
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/model.h"
+#include "sim/kv/block_pool.h"
 #include "tests/kv/kv_test_util.h"
 
 namespace prefixsim {
@@ -48,6 +49,27 @@ PrefixHit RunPrefill(KvCacheManager& m, const Request& r, std::vector<int64_t> s
 void Finish(KvCacheManager& m, const Request& r) {
   m.Free(r.id);
   m.RemoveRequest(r.id);
+}
+
+// The pool's LRU clock: cached blocks get a stamp when they rejoin the free queue; the horizon is
+// the newest stamp evicted. Unhashed blocks take no stamp and move no horizon.
+TEST(ShadowIndexTest, BlockPoolClockAndHorizon) {
+  kv::BlockPool pool(5);  // blocks 1..4 usable
+  const kv::BlockId a = pool.Allocate(), b = pool.Allocate(), c = pool.Allocate();
+  ASSERT_TRUE(pool.Cache(a, 0, kv::HashPair{1, 2}));
+  ASSERT_TRUE(pool.Cache(b, 0, kv::HashPair{3, 4}));
+  pool.Free(c);  // unhashed
+  pool.Free(b);
+  pool.Free(a);
+  EXPECT_EQ(pool.free_clock(), 2);
+  EXPECT_EQ(pool.eviction_horizon(), 0);
+  pool.Allocate();  // c (front, unhashed)
+  pool.Allocate();  // the never-used block 4
+  EXPECT_EQ(pool.eviction_horizon(), 0);
+  pool.Allocate();  // evicts b, freed first (stamp 1)
+  EXPECT_EQ(pool.eviction_horizon(), 1);
+  pool.Allocate();  // evicts a (stamp 2)
+  EXPECT_EQ(pool.eviction_horizon(), 2);
 }
 
 // A non-hybrid model: A = U = B, the shadow is off and nothing is lost, whatever the conversation.
@@ -137,6 +159,24 @@ TEST(ShadowIndexTest, EvictedWithTheRealCache) {
     EXPECT_EQ(h.lost_to_alignment_tokens, 0);
     Finish(m, b);
   }
+}
+
+// With an EAGLE group the real hit needs one group block past it (reference §9.4); the shadow
+// drops one U-block likewise, so the drop itself is not counted as lost to the alignment.
+TEST(ShadowIndexTest, EagleDropAppliesToTheShadowToo) {
+  const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4),
+                            Group(LayerKind::kSlidingWindow, 6, 13, /*eagle=*/true)},
+                           64, 12, 2, 12);
+  KvCacheManager m(plan, Checked());
+  const Request a = Literal(1, Iota(22));
+  RunPrefill(m, a);
+  Finish(m, a);
+  const Request b = Literal(2, Concat(Iota(22), {500, 501, 502}));
+  const PrefixHit h = RunPrefill(m, b);
+  EXPECT_EQ(h.hit_tokens, 12);  // the eagle group cached one block past 12
+  // Shadow: 5 U-blocks (20 tokens) cached, one dropped: 16.
+  EXPECT_EQ(h.lost_to_alignment_tokens, 16 - 12);
+  Finish(m, b);
 }
 
 // While a request that computed the blocks still runs, they stay in the shadow whatever the
