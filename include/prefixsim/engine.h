@@ -96,9 +96,9 @@ struct RequestRecord {
   uint64_t id = 0;
   int64_t arrival_ns = 0;
   int64_t prompt_tokens = 0;
-  int64_t output_tokens = 0;          // generated
-  int64_t hit_tokens = 0;             // prefix hit at the first admission
-  int64_t alignment_loss_tokens = 0;  // at the first admission
+  int64_t output_tokens = 0;             // generated
+  int64_t hit_tokens = 0;                // prefix hit at the first admission
+  int64_t alignment_loss_tokens = 0;     // at the first admission
   int64_t lost_to_alignment_tokens = 0;  // PrefixHit::lost_to_alignment_tokens, first admission
   int64_t first_token_ns = -1;
   int64_t finish_ns = -1;

@@ -20,12 +20,18 @@
 namespace prefixsim::cli {
 
 void AddHtmlCliOptions(CLI::App* cmd, HtmlCliOptions* o) {
-  cmd->add_option("--html", o->html_path,
-                  "write a self-contained HTML report here (plan, hit rate over time, CDFs, "
-                  "capacity sweep, alignment curve)");
+  CLI::Option* html =
+      cmd->add_option("--html", o->html_path,
+                      "write a self-contained HTML report here (plan, hit rate over time, CDFs, "
+                      "capacity sweep, alignment curve)");
   cmd->add_option("--capacities", o->capacities,
                   "with --html: also replay at these KV cache sizes, comma-separated bytes or "
-                  "with a KiB/MiB/GiB/TiB suffix (e.g. 16GiB,64GiB,256GiB,1TiB)");
+                  "with a KiB/MiB/GiB/TiB suffix (e.g. 16GiB,64GiB,256GiB,1TiB)")
+      ->needs(html)
+      ->check([](const std::string& list) {
+        auto parsed = ParseCapacities(list);
+        return parsed.ok() ? std::string() : std::string(parsed.status().message());
+      });
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list) {
@@ -50,8 +56,8 @@ absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list) {
     }
     double x = 0;
     if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x) || !(x > 0) || x * scale > 9.0e18) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--capacities: '", item, "' is not a positive size (bytes, or KiB/MiB/GiB/TiB)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", item, "' is not a positive size (bytes, or KiB/MiB/GiB/TiB)"));
     }
     out.push_back(static_cast<int64_t>(x * scale));
   }
@@ -61,8 +67,17 @@ absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list) {
 absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
                            const ModelAndEngine& loaded, const std::vector<ReplayResult>& results,
                            bool deltas, const std::string& command) {
-  if (options.html_path.empty()) return absl::OkStatus();
-  PREFIXSIM_ASSIGN_OR_RETURN(std::vector<int64_t> capacities, ParseCapacities(options.capacities));
+  if (options.html_path.empty()) {
+    if (!options.capacities.empty()) {
+      return absl::InvalidArgumentError("--capacities needs --html (it feeds the report page)");
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<int64_t>> parsed = ParseCapacities(options.capacities);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--capacities: ", parsed.status().message()));
+  }
+  const std::vector<int64_t>& capacities = *parsed;
   HtmlReportOptions page;
   page.title = absl::StrCat("prefixsim ", command, ": ", loaded.model.name);
   page.subtitle =

@@ -273,8 +273,8 @@ class KvCacheManager::Impl {
       if (shadow_) {
         // The shadow sees every computed U-block, with no round-down to S.
         EnsureHashes(st, shadow_->FineChunksFor(n));
-        shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()),
-                      n / shadow_->unit(), &st.shadow_held);
+        shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
+                      &st.shadow_held);
       }
       int64_t limit = 0;
       for (int g = 0; g < coord_.num_groups(); ++g)

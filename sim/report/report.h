@@ -61,7 +61,7 @@ struct HtmlReportOptions {
   std::string subtitle;  // model, engine, trace
   bool deltas = true;    // a column of deltas against the first result (compare)
   std::vector<CapacitySweepPoint> capacity_sweep;
-  int64_t configured_kv_cache_bytes = 0;  // marked on the capacity chart; 0 = none
+  int64_t configured_kv_cache_bytes = 0;   // marked on the capacity chart; 0 = none
   const AnalyzeResult* analyze = nullptr;  // the alignment curve of the same trace, or null
   std::string analyze_error;               // why analyze is null, if it failed
 };

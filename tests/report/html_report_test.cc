@@ -7,6 +7,7 @@
 #include "sim/cli/html_page.h"
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"
+#include "tests/cli_runner.h"
 
 namespace prefixsim {
 namespace {
@@ -65,6 +66,20 @@ TEST(HtmlReportTest, ParseCapacities) {
   EXPECT_FALSE(cli::ParseCapacities("16XiB").ok());
   EXPECT_FALSE(cli::ParseCapacities("-1GiB").ok());
   EXPECT_FALSE(cli::ParseCapacities("0").ok());
+}
+
+// --capacities is checked before any replay runs: it needs --html and valid sizes (exit 2).
+TEST(HtmlReportTest, CapacitiesFlagErrors) {
+  const std::string base = "compare --trace " PREFIXSIM_SOURCE_DIR
+                           "/traces/sample_chat.jsonl --model kimi-k3-like --engine "
+                           "kimi-k3-dspark --no-progress";
+  const auto no_html = testing::RunCli(base + " --capacities 4GiB");
+  EXPECT_EQ(no_html.exit_code, 2) << no_html.output;
+  EXPECT_NE(no_html.output.find("--html"), std::string::npos) << no_html.output;
+  const auto bad = testing::RunCli(base + " --capacities 4XB --html /dev/null");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("'4XB' is not a positive size"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("hit rate"), std::string::npos) << "replayed before failing";
 }
 
 }  // namespace
