@@ -301,6 +301,7 @@ std::string Cdf(const std::vector<ReplayResult>& results, const std::string& id,
   c.y_min = 0;
   c.y_max = 100;
   double lo = INFINITY, hi = 0;
+  std::vector<std::string> zero;
   for (size_t i = 0; i < results.size(); ++i) {
     std::vector<double> v;
     for (const RequestRecord& rec : results[i].per_request) {
@@ -309,6 +310,9 @@ std::string Cdf(const std::vector<ReplayResult>& results, const std::string& id,
       if (v.back() > 0) lo = std::min(lo, v.back());
       hi = std::max(hi, v.back());
     }
+    if (!latency && !v.empty() && *std::max_element(v.begin(), v.end()) == 0) {
+      zero.push_back(results[i].policy);  // its step sits on the y axis: say so
+    }
     html::Series s = html::CdfSeries(results[i].policy, std::move(v), static_cast<int>(i));
     for (auto& p : s.points) p.second *= 100.0;
     c.series.push_back(std::move(s));
@@ -316,6 +320,10 @@ std::string Cdf(const std::vector<ReplayResult>& results, const std::string& id,
   if (latency && std::isfinite(lo) && hi / lo > 50) c.log_x = true;
   if (!latency) c.x_min = 0;
   c.note = note;
+  if (!zero.empty()) {
+    absl::StrAppend(&c.note, " ", Escape(absl::StrJoin(zero, ", ")),
+                    ": 0 for every request (the line on the y axis).");
+  }
   return html::LineChart(c);
 }
 
