@@ -108,9 +108,10 @@ struct RequestRecord {
   uint64_t id = 0;
   int64_t arrival_ns = 0;
   int64_t prompt_tokens = 0;
-  int64_t output_tokens = 0;          // generated
-  int64_t hit_tokens = 0;             // prefix hit at the first admission
-  int64_t alignment_loss_tokens = 0;  // at the first admission
+  int64_t output_tokens = 0;             // generated
+  int64_t hit_tokens = 0;                // prefix hit at the first admission
+  int64_t alignment_loss_tokens = 0;     // at the first admission
+  int64_t lost_to_alignment_tokens = 0;  // PrefixHit::lost_to_alignment_tokens, first admission
   int64_t first_token_ns = -1;
   int64_t finish_ns = -1;
   int32_t preemptions = 0;
@@ -155,6 +156,7 @@ struct FleetSummary {
   int64_t router_index_checks = 0;
 };
 
+// A new counter here is also summed over replicas in Fleet::Collect (sim/fleet/fleet.cc).
 struct ReplayResult {
   std::string policy;
   KvPlan plan;
@@ -183,6 +185,10 @@ struct ReplayResult {
   // round_down(n, B_min) - round_down(n, S) with n = computed tokens at the finish (H instead of S
   // with partial hits). 0 for unitary plans and whenever S == B_min.
   int64_t unpublished_alignment_tokens = 0;
+  // PrefixHit::lost_to_alignment_tokens summed over non-preempted admissions: the hit a shadow
+  // index would give (every computed block published at the finest group block size, never
+  // rounded to S) minus the real hit. What users mean by "the prefix lost to the LCM".
+  int64_t lost_to_alignment_tokens = 0;
   int64_t evicted_blocks = 0;
   int64_t cached_blocks = 0;
   int64_t preemptions = 0;

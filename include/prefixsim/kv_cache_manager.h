@@ -61,6 +61,11 @@ struct PrefixHit {
   // would give with alignment H (the hash granularity) instead of A, minus hit_tokens; 0 when
   // A == H (unitary models, partial hits).
   int64_t alignment_loss_tokens = 0;
+  // What the LCM costs this lookup: the hit a shadow index would give (the same computed blocks,
+  // published at the finest prefix-cacheable block size U and never rounded to S, evicted with
+  // the real cache's LRU clock; same max_hit = num_tokens - 1) minus hit_tokens. 0 when A == U
+  // (unitary models, S equal to the finest block, partial hits). See sim/kv/README.md.
+  int64_t lost_to_alignment_tokens = 0;
 };
 
 // Content id of a request's generated output tokens (those beyond Request::output): token p of

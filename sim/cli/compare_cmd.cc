@@ -12,6 +12,7 @@
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/html_page.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
 
@@ -22,7 +23,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     ReplayCliOptions replay;
     std::string policies = "old,new";
     std::string json_path;
-    std::string html_path;
+    HtmlCliOptions html;
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -33,7 +34,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
                       absl::StrJoin(RegisteredPolicyNames(), ", ") + ")")
       ->capture_default_str();
   cmd->add_option("--json", options->json_path, "write the comparison JSON here (- = stdout)");
-  cmd->add_option("--html", options->html_path, "write a self-contained HTML page here");
+  AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
     std::vector<std::string> policies;
     for (absl::string_view p : absl::StrSplit(options->policies, ',', absl::SkipWhitespace())) {
@@ -90,10 +91,9 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
         return;
       }
     }
-    if (!options->html_path.empty()) {
-      absl::Status s = WriteTextFile(options->html_path,
-                                     ComparisonHtml(ok, "prefixsim compare: " + loaded->model.name +
-                                                            " on " + options->replay.trace));
+    {
+      absl::Status s =
+          WriteHtmlPage(options->html, options->replay, *loaded, ok, /*deltas=*/true, "compare");
       if (!s.ok()) {
         ctx.exit_code = ReportError("compare", s);
         return;

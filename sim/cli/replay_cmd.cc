@@ -8,6 +8,7 @@
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/html_page.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
@@ -21,6 +22,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     std::string policy = "new";
     std::string json_path;
     std::string csv_path;
+    HtmlCliOptions html;
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -37,6 +39,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--json", options->json_path, "write the JSON summary here (- = stdout)");
   cmd->add_option("--csv", options->csv_path, "write the per-request CSV here (- = stdout)");
+  AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
     auto loaded = LoadModelAndEngine(options->replay.model_engine);
     if (!loaded.ok()) {
@@ -74,6 +77,15 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       std::ostringstream csv;
       WriteRequestsCsv(*result, csv);
       absl::Status s = WriteTextFile(options->csv_path, csv.str());
+      if (!s.ok()) {
+        ctx.exit_code = ReportError("replay", s);
+        return;
+      }
+    }
+    {
+      const std::vector<ReplayResult> one = {*std::move(result)};
+      absl::Status s =
+          WriteHtmlPage(options->html, options->replay, *loaded, one, /*deltas=*/false, "replay");
       if (!s.ok()) {
         ctx.exit_code = ReportError("replay", s);
         return;

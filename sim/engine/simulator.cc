@@ -250,6 +250,7 @@ void Simulator::Finish(SimRequest* r) {
     rec.output_tokens = r->num_outputs;
     rec.hit_tokens = std::max<int64_t>(r->first_hit_tokens, 0);
     rec.alignment_loss_tokens = r->first_alignment_loss;
+    rec.lost_to_alignment_tokens = r->first_lost_to_alignment;
     rec.first_token_ns = r->first_token_ns;
     rec.finish_ns = r->finish_ns;
     rec.preemptions = r->num_preemptions;
@@ -281,6 +282,7 @@ ReplicaTotals Simulator::TakeTotals() {
   r.prefix_cache = c.prefix_cache;
   r.alignment_loss_tokens = c.alignment_loss_tokens;
   r.preempted_alignment_loss_tokens = c.preempted_alignment_loss_tokens;
+  r.lost_to_alignment_tokens = c.lost_to_alignment_tokens;
   r.preemptions = c.preemptions;
   r.evicted_blocks = kv_->counters().evicted_blocks;
   r.cached_blocks = kv_->counters().cached_blocks;

@@ -159,6 +159,7 @@ ReplayResult Fleet::Collect() {
     r.alignment_loss_tokens += c.alignment_loss_tokens;
     r.preempted_alignment_loss_tokens += c.preempted_alignment_loss_tokens;
     r.unpublished_alignment_tokens += c.unpublished_alignment_tokens;
+    r.lost_to_alignment_tokens += c.lost_to_alignment_tokens;
     r.evicted_blocks += c.evicted_blocks;
     r.cached_blocks += c.cached_blocks;
     r.preemptions += c.preemptions;

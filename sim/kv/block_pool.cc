@@ -1,5 +1,7 @@
 #include "sim/kv/block_pool.h"
 
+#include <algorithm>
+
 namespace prefixsim {
 namespace kv {
 
@@ -37,6 +39,7 @@ void BlockPool::PushFront(BlockId b) {
 void BlockPool::Evict(BlockId b) {
   RemoveFromIndex(b);
   ++evictions_;
+  eviction_horizon_ = std::max(eviction_horizon_, meta_[b].free_stamp);
 }
 
 void BlockPool::Uncache(BlockId b) {
@@ -89,6 +92,7 @@ void BlockPool::Free(BlockId b) {
   PREFIXSIM_CHECK(meta_[b].ref > 0);
   if (--meta_[b].ref > 0) return;
   if (meta_[b].group >= 0) {
+    meta_[b].free_stamp = ++free_clock_;
     PushBack(b);
   } else {
     PushFront(b);

@@ -117,6 +117,11 @@ class BlockPool {
   int64_t evictions() const { return evictions_; }
   int64_t collisions() const { return collisions_; }
   int64_t num_cached_entries() const { return num_cached_; }
+  // LRU clock for the shadow index (shadow_index.h): every cached block that rejoins the free
+  // queue gets the next stamp; the horizon is the largest stamp evicted so far. A cached-free
+  // block is still cached iff its stamp > horizon (cached blocks leave the queue in stamp order).
+  int64_t free_clock() const { return free_clock_; }
+  int64_t eviction_horizon() const { return eviction_horizon_; }
 
   // Free queue order, head first (tests and the invariant checker).
   std::vector<BlockId> FreeQueue() const;
@@ -148,12 +153,15 @@ class BlockPool {
     int32_t ref = 0;
     int32_t group = -1;                                // -1: not cached
     BlockId dup_prev = kNoBlock, dup_next = kNoBlock;  // blocks cached under the same key
+    int64_t free_stamp = 0;  // of a cached block: when it last rejoined the free queue
   };
   std::vector<Meta> meta_;  // num_blocks + 1 entries
   PrefixIndex index_;       // key -> the first block cached under it
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;
+  int64_t free_clock_ = 0;
+  int64_t eviction_horizon_ = 0;
   mutable int64_t collisions_ = 0;
   CacheEventListener* listener_ = nullptr;
 };

@@ -12,6 +12,7 @@
 #include "sim/kv/block_pool.h"
 #include "sim/kv/coordinator.h"
 #include "sim/kv/index_mirror.h"
+#include "sim/kv/shadow_index.h"
 
 namespace prefixsim {
 
@@ -37,6 +38,7 @@ class KvCacheManager::Impl {
     // breakpoint (see QuietRanges): [lo, hi) for total, main, need and n; empty: none.
     std::array<int64_t, 8> quiet_ranges{};
     bool quiet_valid = false;
+    int64_t shadow_held = 0;  // U-blocks [0, shadow_held) held in the shadow index
   };
 
   Impl(const KvPlan& plan, const KvCacheOptions& options)
@@ -74,6 +76,7 @@ class KvCacheManager::Impl {
       add(m, 0);
       add(m, 1);
     }
+    if (caching_) MakeShadow();
     if (plan.enable_prefix_caching && !caching_) {
       // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
       const int g = coord_.unhashable_group();
@@ -81,6 +84,22 @@ class KvCacheManager::Impl {
                    "KvCacheManager: prefix caching disabled: group %d block size %d is not a "
                    "multiple of the hash block size %lld\n",
                    g, plan.groups[g].block_size, static_cast<long long>(coord_.hash_block_size()));
+    }
+  }
+
+  // The shadow index (shadow_index.h) runs only when A is coarser than the finest
+  // prefix-cacheable group block: otherwise nothing is lost to the alignment.
+  void MakeShadow() {
+    int64_t unit = coord_.hit_alignment();
+    bool eagle = false;
+    for (int g = 0; g < coord_.num_groups(); ++g) {
+      const kv::SingleTypeManager& m = coord_.manager(g);
+      if (!m.spec().prefix_cacheable) continue;
+      unit = std::min(unit, m.block_size());
+      eagle = eagle || m.spec().is_eagle_group;
+    }
+    if (unit < coord_.hit_alignment()) {
+      shadow_ = std::make_unique<kv::ShadowIndex>(&pool_, unit, coord_.hash_block_size(), eagle);
     }
   }
 
@@ -156,6 +175,7 @@ class KvCacheManager::Impl {
     st.has_pending = false;
     st.pending_hit = 0;
     st.quiet_valid = false;
+    st.shadow_held = 0;
   }
 
   void RemoveRequest(uint64_t id) {
@@ -163,6 +183,7 @@ class KvCacheManager::Impl {
     PREFIXSIM_CHECK(it != index_.end());
     RequestState& st = slots_[it->second];
     for (const auto& g : st.groups) PREFIXSIM_CHECK(g.blocks.empty());  // Free() first
+    PREFIXSIM_CHECK(st.shadow_held == 0);
     st.request = nullptr;
     st.has_pending = false;
     free_slots_.push_back(it->second);
@@ -198,6 +219,11 @@ class KvCacheManager::Impl {
       const int64_t fine_hit = coord_.FindLongestCacheHit(
           pool_.hit_index(), fine, nf, max_hit, coord_.hash_block_size(), fine_scratch_.data());
       result.alignment_loss_tokens = std::max<int64_t>(0, fine_hit - result.hit_tokens);
+    }
+    if (shadow_) {
+      // What the same cache would give if it published every U-block and never rounded to S.
+      const int64_t shadow_hit = shadow_->Lookup(fine, nf, max_hit);
+      result.lost_to_alignment_tokens = std::max<int64_t>(0, shadow_hit - result.hit_tokens);
     }
     st.has_pending = result.hit_tokens > 0;
     st.pending_hit = result.hit_tokens;
@@ -319,6 +345,12 @@ class KvCacheManager::Impl {
     // All-or-nothing: the step took no more blocks than it reserved.
     PREFIXSIM_CHECK(free_before - pool_.num_free() <= k);
     if (caching_) {
+      if (shadow_) {
+        // The shadow sees every computed U-block, with no round-down to S.
+        EnsureHashes(st, shadow_->FineChunksFor(n));
+        shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
+                      &st.shadow_held);
+      }
       int64_t limit = 0;
       for (int g = 0; g < coord_.num_groups(); ++g)
         limit = std::max(limit, coord_.CacheLimit(g, n));
@@ -346,6 +378,7 @@ class KvCacheManager::Impl {
     RequestState& st = State(id);
     st.quiet_valid = false;
     coord_.FreeAll(st.groups.data());
+    if (shadow_) shadow_->Release(st.hashes.data(), &st.shadow_held);
     st.has_pending = false;
     for (auto& p : st.pending) p.clear();
     if (options_.check_invariants) CheckInvariants();
@@ -387,6 +420,7 @@ class KvCacheManager::Impl {
   std::vector<RequestState> slots_;
   std::vector<uint32_t> free_slots_;
   std::vector<std::vector<BlockId>> fine_scratch_;
+  std::unique_ptr<kv::ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
   std::vector<char> cow_;
   std::vector<std::pair<int64_t, int64_t>> quiet_breaks_;  // (modulus, offset)
   mutable KvCacheCounters counters_;

@@ -1,151 +1,507 @@
-// The comparison page: one self-contained HTML file (inline CSS and SVG, no scripts, no network).
+// The A/B report page (`compare --html`, `replay --html`): one self-contained HTML file with
+// inline CSS and SVG (html_charts.h) and a few lines of inline script that only verify the page
+// (count each chart's drawn elements into data attributes). No network at view time.
+//
+// Sections: summary table (deltas against the first policy), the KV plan side by side with the
+// LCM arithmetic, hit rate over time, CDFs of per-request hit fraction and of tokens lost to the
+// alignment, TTFT and E2E CDFs, hit rate vs KV cache bytes, and `analyze`'s alignment curve with
+// each policy's A marked.
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "prefixsim/analyze.h"
+#include "prefixsim/model.h"
+#include "sim/report/html_charts.h"
 #include "sim/report/report.h"
 
 namespace prefixsim {
 namespace {
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+using html::Escape;
+using html::Number;
+using html::Thousands;
+
+constexpr const char* kStyle = R"css(
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em 2em;color:#222;max-width:1340px}
+h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+.sub{color:#555;margin-top:0}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:3px 9px;text-align:right;font-variant-numeric:tabular-nums}
+th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}
+.pos{color:#1a7f37}.neg{color:#c62828}
+.plans{display:flex;flex-wrap:wrap;gap:1.2em}.plan{box-sizing:border-box;border:1px solid #ddd;border-radius:6px;padding:.6em 1em;flex:1 1 0;min-width:520px;font-size:.92em}
+.row{display:flex;flex-wrap:wrap;gap:0 1.5em}.row>section{flex:0 0 auto;max-width:660px}.row table{font-size:.9em}.plan ul{padding-left:1.2em;margin:.4em 0}
+.plan h3{margin:.2em 0 .4em 0}.math{font-family:ui-monospace,Menlo,monospace;background:#f7f7f7;padding:.15em .4em;border-radius:3px}
+.charts{display:flex;flex-wrap:wrap;gap:.5em 1.5em}figure.chart{margin:.5em 0}figcaption{font-weight:600;margin-bottom:.2em}
+p.note{font-size:.85em;color:#555;max-width:640px;margin:.2em 0}
+.swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.3em;vertical-align:-1px}
+)css";
+
+// Counts drawn elements per chart into data attributes (the browser test reads them back).
+constexpr const char* kVerifyScript = R"js(
+<script>
+(function(){
+  var errors = 0;
+  window.addEventListener('error', function(){ errors++; document.body.dataset.jsErrors = errors; });
+  window.addEventListener('load', function(){
+    var figs = document.querySelectorAll('figure.chart');
+    var drawn = 0;
+    figs.forEach(function(f){
+      var n = f.querySelectorAll('svg .mark').length;
+      f.dataset.drawn = n;
+      if (n > 0) drawn++;
+    });
+    document.body.dataset.charts = figs.length;
+    document.body.dataset.chartsDrawn = drawn;
+    document.body.dataset.jsErrors = errors;
+    document.body.dataset.verified = 'yes';
+  });
+})();
+</script>
+)js";
+
+double Pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * static_cast<double>(a) / b : 0.0; }
+
+int64_t Gcd(int64_t a, int64_t b) { return b == 0 ? a : Gcd(b, a % b); }
+
+std::string Joined(const std::set<int64_t>& v) {
+  std::vector<std::string> s;
+  for (int64_t x : v) s.push_back(Thousands(x));
+  return absl::StrJoin(s, ", ");
 }
 
-// A horizontal bar chart: one bar per result.
-std::string BarChart(const std::string& title, const std::vector<std::string>& labels,
-                     const std::vector<double>& values, const char* fmt) {
-  const int bar_h = 24, gap = 8, label_w = 120, chart_w = 360;
-  const int h = static_cast<int>(labels.size()) * (bar_h + gap) + 30;
-  double maxv = 0;
-  for (double v : values) maxv = std::max(maxv, v);
-  if (maxv <= 0) maxv = 1;
-  std::string s = absl::StrFormat(
-      "<figure><figcaption>%s</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"%d\" height=\"%d\" role=\"img\">\n",
-      Escape(title), label_w + chart_w + 90, h);
-  for (size_t i = 0; i < labels.size(); ++i) {
-    const int y = 10 + static_cast<int>(i) * (bar_h + gap);
-    const int w = static_cast<int>(chart_w * std::max(values[i], 0.0) / maxv);
-    absl::StrAppendFormat(&s,
-                          "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>"
-                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" class=\"c%d\"/>"
-                          "<text x=\"%d\" y=\"%d\">%s</text>\n",
-                          label_w - 6, y + 17, Escape(labels[i]), label_w, y, w, bar_h, i % 4,
-                          label_w + w + 6, y + 17, absl::StrFormat(fmt, values[i]));
+// The finest prefix-cacheable block size (the shadow granularity U, sim/kv/README.md).
+int64_t FinestBlock(const KvPlan& p) {
+  int64_t u = 0;
+  for (const KvGroup& g : p.groups) {
+    if (g.prefix_cacheable && (u == 0 || g.block_size < u)) u = g.block_size;
   }
-  s += "</svg></figure>\n";
-  return s;
+  return u;
 }
 
-}  // namespace
+std::string Swatch(int i) {
+  return absl::StrFormat("<span class=\"swatch\" style=\"background:%s\"></span>", html::Color(i));
+}
 
-std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::string& title) {
-  std::string s = absl::StrCat(
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", Escape(title),
-      "</title>\n<style>\n"
-      "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
-      "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;"
-      "text-align:right}th:first-child,td:first-child{text-align:left}\n"
-      "thead{background:#f0f0f0}.pos{color:#1a7f37}.neg{color:#c62828}\n"
-      "figure{display:inline-block;margin:1em 2em 1em 0}figcaption{font-weight:600}\n"
-      "svg text{font-size:13px}.c0{fill:#4c78a8}.c1{fill:#f58518}.c2{fill:#54a24b}"
-      ".c3{fill:#b279a2}\n</style></head><body>\n<h1>",
-      Escape(title), "</h1>\n");
-  if (results.empty()) return s + "<p>No results.</p></body></html>\n";
+// ---- summary table ----
 
+std::string SummaryTable(const std::vector<ReplayResult>& results, bool deltas) {
   struct Row {
     const char* name;
     double (*get)(const ReplayResult&);
-    const char* fmt;
+    int decimals;
     bool higher_is_better;
   };
   static const Row kRows[] = {
       {"prefix cache hit rate (%)",
-       [](const ReplayResult& r) { return 100.0 * r.prefix_cache.hit_rate(); }, "%.2f", true},
-      {"hit tokens", [](const ReplayResult& r) { return double(r.prefix_cache.hits); }, "%.0f",
+       [](const ReplayResult& r) { return 100.0 * r.prefix_cache.hit_rate(); }, 2, true},
+      {"hit tokens", [](const ReplayResult& r) { return double(r.prefix_cache.hits); }, 0, true},
+      {"queries (tokens)", [](const ReplayResult& r) { return double(r.prefix_cache.queries); }, 0,
        true},
-      {"queries (tokens)", [](const ReplayResult& r) { return double(r.prefix_cache.queries); },
-       "%.0f", true},
-      {"alignment loss (tokens)",
-       [](const ReplayResult& r) { return double(r.alignment_loss_tokens); }, "%.0f", false},
-      {"hit alignment A", [](const ReplayResult& r) { return double(r.plan.hit_alignment); },
-       "%.0f", false},
-      {"scheduler block S",
-       [](const ReplayResult& r) { return double(r.plan.scheduler_block_size); }, "%.0f", false},
-      {"num_blocks", [](const ReplayResult& r) { return double(r.plan.num_blocks); }, "%.0f", true},
+      {"lost to alignment (tokens)",
+       [](const ReplayResult& r) { return double(r.lost_to_alignment_tokens); }, 0, false},
+      {"lost to alignment (% of queries)",
+       [](const ReplayResult& r) {
+         return Pct(r.lost_to_alignment_tokens, r.prefix_cache.queries);
+       },
+       2, false},
+      {"unpublished by the S round-down (tokens)",
+       [](const ReplayResult& r) { return double(r.unpublished_alignment_tokens); }, 0, false},
+      {"alignment loss at lookup (tokens)",
+       [](const ReplayResult& r) { return double(r.alignment_loss_tokens); }, 0, false},
+      {"hit alignment A (tokens)",
+       [](const ReplayResult& r) { return double(r.plan.hit_alignment); }, 0, false},
+      {"scheduler block S (tokens)",
+       [](const ReplayResult& r) { return double(r.plan.scheduler_block_size); }, 0, false},
+      {"KV blocks (num_blocks)", [](const ReplayResult& r) { return double(r.plan.num_blocks); }, 0,
+       true},
       {"padding bytes per block",
-       [](const ReplayResult& r) { return ComputePlanWaste(r.plan).padding_bytes_per_block; },
-       "%.0f", false},
-      {"memory waste (%)",
-       [](const ReplayResult& r) { return 100.0 * ComputePlanWaste(r.plan).waste_fraction; },
-       "%.2f", false},
-      {"evicted blocks", [](const ReplayResult& r) { return double(r.evicted_blocks); }, "%.0f",
+       [](const ReplayResult& r) { return ComputePlanWaste(r.plan).padding_bytes_per_block; }, 0,
        false},
-      {"preemptions", [](const ReplayResult& r) { return double(r.preemptions); }, "%.0f", false},
-      {"TTFT mean (ms)", [](const ReplayResult& r) { return r.ttft.mean_ms; }, "%.1f", false},
-      {"TTFT p99 (ms)", [](const ReplayResult& r) { return r.ttft.p99_ms; }, "%.1f", false},
-      {"TPOT mean (ms)", [](const ReplayResult& r) { return r.tpot.mean_ms; }, "%.2f", false},
-      {"E2E mean (ms)", [](const ReplayResult& r) { return r.e2e.mean_ms; }, "%.1f", false},
-      {"throughput (req/s)", [](const ReplayResult& r) { return r.requests_per_s; }, "%.3f", true},
+      {"memory waste to padding (%)",
+       [](const ReplayResult& r) { return 100.0 * ComputePlanWaste(r.plan).waste_fraction; }, 2,
+       false},
+      {"evicted blocks", [](const ReplayResult& r) { return double(r.evicted_blocks); }, 0, false},
+      {"preemptions", [](const ReplayResult& r) { return double(r.preemptions); }, 0, false},
+      {"TTFT mean (ms)", [](const ReplayResult& r) { return r.ttft.mean_ms; }, 1, false},
+      {"TTFT p99 (ms)", [](const ReplayResult& r) { return r.ttft.p99_ms; }, 1, false},
+      {"TPOT mean (ms)", [](const ReplayResult& r) { return r.tpot.mean_ms; }, 2, false},
+      {"E2E mean (ms)", [](const ReplayResult& r) { return r.e2e.mean_ms; }, 1, false},
+      {"E2E p99 (ms)", [](const ReplayResult& r) { return r.e2e.p99_ms; }, 1, false},
+      {"throughput (requests/s)", [](const ReplayResult& r) { return r.requests_per_s; }, 3, true},
   };
-  s += "<table><thead><tr><th>metric</th>";
-  for (const ReplayResult& r : results) absl::StrAppend(&s, "<th>", Escape(r.policy), "</th>");
-  for (size_t i = 1; i < results.size(); ++i) {
-    absl::StrAppend(&s, "<th>", Escape(results[i].policy), " &minus; ", Escape(results[0].policy),
-                    "</th>");
+  std::string s = "<table class=\"summary\"><thead><tr><th>metric</th>";
+  for (size_t i = 0; i < results.size(); ++i) {
+    absl::StrAppend(&s, "<th>", Swatch(static_cast<int>(i)), Escape(results[i].policy), "</th>");
+  }
+  if (deltas) {
+    for (size_t i = 1; i < results.size(); ++i) {
+      absl::StrAppend(&s, "<th>", Escape(results[i].policy), " &minus; ", Escape(results[0].policy),
+                      "</th>");
+    }
   }
   s += "</tr></thead><tbody>\n";
   for (const Row& row : kRows) {
     absl::StrAppend(&s, "<tr><td>", row.name, "</td>");
     for (const ReplayResult& r : results) {
-      absl::StrAppend(&s, "<td>", absl::StrFormat(row.fmt, row.get(r)), "</td>");
+      absl::StrAppend(&s, "<td>", Number(row.get(r), row.decimals), "</td>");
     }
-    for (size_t i = 1; i < results.size(); ++i) {
-      const double d = row.get(results[i]) - row.get(results[0]);
-      const char* cls = d == 0 ? "" : ((d > 0) == row.higher_is_better ? "pos" : "neg");
-      absl::StrAppend(&s, "<td class=\"", cls, "\">", d > 0 ? "+" : "", absl::StrFormat(row.fmt, d),
-                      "</td>");
+    if (deltas) {
+      for (size_t i = 1; i < results.size(); ++i) {
+        const double d = row.get(results[i]) - row.get(results[0]);
+        const bool zero = std::abs(d) < 0.5 * std::pow(10.0, -row.decimals);
+        const char* cls = zero ? "" : ((d > 0) == row.higher_is_better ? "pos" : "neg");
+        absl::StrAppend(&s, "<td class=\"", cls, "\">", !zero && d > 0 ? "+" : "",
+                        zero ? Number(0, row.decimals) : Number(d, row.decimals), "</td>");
+      }
     }
     s += "</tr>\n";
   }
   s += "</tbody></table>\n";
-  std::vector<std::string> labels;
-  std::vector<double> hit, loss, waste;
-  for (const ReplayResult& r : results) {
-    labels.push_back(r.policy);
-    hit.push_back(100.0 * r.prefix_cache.hit_rate());
-    loss.push_back(r.prefix_cache.requests > 0
-                       ? double(r.alignment_loss_tokens) / double(r.prefix_cache.requests)
-                       : 0.0);
-    waste.push_back(100.0 * ComputePlanWaste(r.plan).waste_fraction);
-  }
-  s += BarChart("Prefix cache hit rate (%)", labels, hit, "%.2f");
-  s += BarChart("Alignment loss per request (tokens)", labels, loss, "%.0f");
-  s += BarChart("Memory waste to padding (%)", labels, waste, "%.2f");
-  s += "<p>Hit rate: vLLM's token-level definition over non-preempted admissions. Deltas are "
-       "against the first policy.</p>\n</body></html>\n";
   return s;
+}
+
+// ---- 1. the KV plan ----
+
+std::string PlanCard(const ReplayResult& r, int index) {
+  const KvPlan& p = r.plan;
+  std::string s = absl::StrCat("<div class=\"plan\"><h3>", Swatch(index), Escape(r.policy),
+                               "</h3>\n<table><thead><tr><th>group kind</th><th>groups</th>"
+                               "<th>layers</th><th>block size (tokens)</th><th>page bytes</th>"
+                               "<th>padding bytes / page</th><th>drafter</th></tr></thead><tbody>");
+  // Groups of one kind with the same shape collapse into one row.
+  std::map<std::tuple<std::string, int, int64_t, int64_t, bool>, std::pair<int, int>> rows;
+  std::vector<std::tuple<std::string, int, int64_t, int64_t, bool>> order;
+  for (const KvGroup& g : p.groups) {
+    auto key = std::make_tuple(std::string(LayerKindName(g.kind)), g.block_size, g.page_bytes,
+                               g.padding_bytes, g.drafter());
+    auto [it, inserted] = rows.try_emplace(key, 0, 0);
+    if (inserted) order.push_back(key);
+    it->second.first += 1;
+    it->second.second += g.num_layers;
+  }
+  for (const auto& key : order) {
+    const auto& [kind, block, page, padding, drafter] = key;
+    const auto& [groups, layers] = rows[key];
+    absl::StrAppend(&s, "<tr><td>", Escape(kind), "</td><td>", groups, "</td><td>", layers,
+                    "</td><td>", Thousands(block), "</td><td>", Thousands(page), "</td><td>",
+                    Thousands(padding),
+                    page > 0 ? absl::StrFormat(" (%.1f%%)", 100.0 * padding / page) : "",
+                    "</td><td>", drafter ? "yes" : "", "</td></tr>");
+  }
+  s += "</tbody></table>\n<ul>";
+  std::set<int64_t> all, cacheable;
+  for (const KvGroup& g : p.groups) {
+    all.insert(g.block_size);
+    if (g.prefix_cacheable) cacheable.insert(g.block_size);
+  }
+  if (all.size() > 1) {
+    absl::StrAppend(&s, "<li>scheduler block <span class=\"math\">S = lcm(", Joined(all),
+                    ") = ", Thousands(p.scheduler_block_size), "</span></li>");
+  } else {
+    absl::StrAppend(&s, "<li>scheduler block <span class=\"math\">S = ",
+                    Thousands(p.scheduler_block_size), "</span> (one block size)</li>");
+  }
+  int64_t g = 0;
+  for (int64_t b : cacheable) g = Gcd(b, g);
+  if (cacheable.size() > 1 && g == p.hash_block_size) {
+    absl::StrAppend(&s, "<li>hash block <span class=\"math\">H = gcd(", Joined(cacheable),
+                    ") = ", Thousands(p.hash_block_size), "</span></li>");
+  } else {
+    absl::StrAppend(&s, "<li>hash block <span class=\"math\">H = ", Thousands(p.hash_block_size),
+                    "</span>", g == p.hash_block_size ? "" : " (prefix_match_unit)", "</li>");
+  }
+  absl::StrAppend(&s, "<li>hit alignment <span class=\"math\">A = ",
+                  p.hit_alignment == p.hash_block_size && p.partial_hits ? "H" : "S", " = ",
+                  Thousands(p.hit_alignment), "</span>",
+                  p.partial_hits ? " (fine-grained hits)" : "", "</li>");
+  const int64_t u = FinestBlock(p);
+  if (u > 0 && u < p.hit_alignment) {
+    absl::StrAppend(&s, "<li>finest group block <span class=\"math\">U = ", Thousands(u),
+                    "</span>: a hit can lose up to <span class=\"math\">A &minus; U = ",
+                    Thousands(p.hit_alignment - u), "</span> tokens (&asymp; ",
+                    Thousands(p.hit_alignment / 2), " on average)</li>");
+  } else {
+    s += "<li>A equals the finest group block: nothing is lost to the alignment</li>";
+  }
+  const PlanWaste w = ComputePlanWaste(p);
+  absl::StrAppend(&s, "<li>", Thousands(p.num_blocks), " blocks of ", Thousands(p.bytes_per_block),
+                  " bytes (", html::Bytes(p.bytes_per_block), "); padding ",
+                  Number(w.padding_bytes_per_block, 0), " bytes per block (",
+                  Number(100.0 * w.waste_fraction, 2), "%)</li></ul></div>\n");
+  return s;
+}
+
+// ---- 2. hit rate over time ----
+
+std::string HitRateOverTime(const std::vector<ReplayResult>& results) {
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  size_t n = 0;
+  for (const ReplayResult& r : results) {
+    for (const RequestRecord& rec : r.per_request) {
+      if (!rec.skipped.empty()) continue;
+      t0 = std::min(t0, rec.arrival_ns);
+      t1 = std::max(t1, rec.arrival_ns);
+      n = std::max(n, r.per_request.size());
+    }
+  }
+  html::ChartSpec c;
+  c.id = "hit-rate-over-time";
+  c.title = "Prefix cache hit rate over time";
+  c.x_label = "arrival time since the first request (s)";
+  c.y_label = "hit rate, token-weighted (%)";
+  c.y_min = 0;
+  c.y_max = 100;
+  if (n > 0) {
+    const int bins = static_cast<int>(std::clamp<size_t>(n / 10, 1, 40));
+    const double width = std::max<double>(1.0, static_cast<double>(t1 - t0)) / bins;
+    for (size_t i = 0; i < results.size(); ++i) {
+      std::vector<int64_t> q(bins, 0), h(bins, 0);
+      for (const RequestRecord& rec : results[i].per_request) {
+        if (!rec.skipped.empty()) continue;
+        const int b =
+            std::min(bins - 1, static_cast<int>(static_cast<double>(rec.arrival_ns - t0) / width));
+        q[b] += rec.prompt_tokens;
+        h[b] += rec.hit_tokens;
+      }
+      html::Series s;
+      s.name = results[i].policy;
+      s.color = static_cast<int>(i);
+      s.dots = true;
+      for (int b = 0; b < bins; ++b) {
+        if (q[b] == 0) continue;
+        s.points.emplace_back((b + 0.5) * width / 1e9, 100.0 * h[b] / q[b]);
+      }
+      c.series.push_back(std::move(s));
+    }
+    c.note = absl::StrCat("Requests grouped into ", bins, " windows of ", Number(width / 1e9, 1),
+                          " s by arrival; hit tokens / prompt tokens of each window's requests "
+                          "(first admission).");
+  }
+  return html::LineChart(c);
+}
+
+// ---- 3, 4. per-request CDFs ----
+
+std::string Cdf(const std::vector<ReplayResult>& results, const std::string& id,
+                const std::string& title, const std::string& x_label,
+                double (*get)(const RequestRecord&), bool latency, const std::string& note) {
+  html::ChartSpec c;
+  c.id = id;
+  c.title = title;
+  c.x_label = x_label;
+  c.y_label = "fraction of requests (%)";
+  c.y_min = 0;
+  c.y_max = 100;
+  double lo = INFINITY, hi = 0;
+  std::vector<std::string> zero;
+  for (size_t i = 0; i < results.size(); ++i) {
+    std::vector<double> v;
+    for (const RequestRecord& rec : results[i].per_request) {
+      if (!rec.skipped.empty() || rec.finish_ns < 0) continue;
+      v.push_back(get(rec));
+      if (v.back() > 0) lo = std::min(lo, v.back());
+      hi = std::max(hi, v.back());
+    }
+    if (!latency && !v.empty() && *std::max_element(v.begin(), v.end()) == 0) {
+      zero.push_back(results[i].policy);  // its step sits on the y axis: say so
+    }
+    html::Series s = html::CdfSeries(results[i].policy, std::move(v), static_cast<int>(i));
+    for (auto& p : s.points) p.second *= 100.0;
+    c.series.push_back(std::move(s));
+  }
+  if (latency && std::isfinite(lo) && hi / lo > 50) c.log_x = true;
+  if (!latency) c.x_min = 0;
+  c.note = note;
+  if (!zero.empty()) {
+    absl::StrAppend(&c.note, " ", Escape(absl::StrJoin(zero, ", ")),
+                    ": 0 for every request (the line on the y axis).");
+  }
+  return html::LineChart(c);
+}
+
+// ---- 5. capacity sweep ----
+
+std::string CapacityChart(const std::vector<ReplayResult>& results,
+                          const HtmlReportOptions& options) {
+  html::ChartSpec c;
+  c.id = "capacity-sweep";
+  c.title = "Hit rate vs KV cache capacity";
+  c.x_label = "KV cache (bytes per rank, log scale)";
+  c.y_label = "prefix cache hit rate (%)";
+  c.log2_x = true;
+  c.y_min = 0;
+  c.x_tick = [](double v) { return html::Bytes(v); };
+  for (size_t i = 0; i < results.size(); ++i) {
+    html::Series s;
+    s.name = results[i].policy;
+    s.color = static_cast<int>(i);
+    s.dots = true;
+    for (const CapacitySweepPoint& p : options.capacity_sweep) {
+      if (p.policy == results[i].policy) {
+        s.points.emplace_back(static_cast<double>(p.kv_cache_bytes), 100.0 * p.hit_rate);
+      }
+    }
+    std::sort(s.points.begin(), s.points.end());
+    c.series.push_back(std::move(s));
+  }
+  if (options.configured_kv_cache_bytes > 0) {
+    c.markers.push_back({static_cast<double>(options.configured_kv_cache_bytes),
+                         "configured " + html::Bytes(options.configured_kv_cache_bytes),
+                         7});  // grey
+  }
+  c.note =
+      options.capacity_sweep.size() > results.size()
+          ? "One replay of the whole trace per policy and capacity (kv_cache_bytes overridden)."
+          : "Only the configured capacity was replayed: pass --capacities a,b,c (bytes, or with "
+            "GiB/TiB) to sweep.";
+  std::string s = html::LineChart(c);
+  if (!options.capacity_sweep.empty()) {
+    std::set<int64_t> caps;
+    for (const CapacitySweepPoint& p : options.capacity_sweep) caps.insert(p.kv_cache_bytes);
+    s += "<table><thead><tr><th>KV cache</th><th>blocks</th>";
+    for (const ReplayResult& r : results) {
+      absl::StrAppend(&s, "<th>", Escape(r.policy), " hit rate (%)</th><th>", Escape(r.policy),
+                      " lost to alignment (% of queries)</th>");
+    }
+    s += "</tr></thead><tbody>";
+    for (int64_t cap : caps) {
+      std::string blocks;
+      std::string cells;
+      for (const ReplayResult& r : results) {
+        const CapacitySweepPoint* found = nullptr;
+        for (const CapacitySweepPoint& p : options.capacity_sweep) {
+          if (p.policy == r.policy && p.kv_cache_bytes == cap) found = &p;
+        }
+        if (found == nullptr) {
+          cells += "<td></td><td></td>";
+          continue;
+        }
+        if (!blocks.empty()) blocks += " / ";
+        blocks += Thousands(found->num_blocks);
+        absl::StrAppend(&cells, "<td>", Number(100.0 * found->hit_rate, 2), "</td><td>",
+                        Number(Pct(found->lost_to_alignment_tokens, found->queries), 2), "</td>");
+      }
+      absl::StrAppend(&s, "<tr><td>", html::Bytes(static_cast<double>(cap)), "</td><td>", blocks,
+                      "</td>", cells, "</tr>");
+    }
+    s += "</tbody></table>\n";
+  }
+  return s;
+}
+
+// ---- 6. analyze's alignment curve ----
+
+std::string AlignmentCurve(const std::vector<ReplayResult>& results,
+                           const HtmlReportOptions& options) {
+  html::ChartSpec c;
+  c.id = "alignment-curve";
+  c.title = "Upper-bound hit rate vs hit alignment (analyze)";
+  c.x_label = "hit alignment A (tokens, log scale)";
+  c.y_label = "upper-bound hit rate (%)";
+  c.log2_x = true;
+  c.y_min = 0;
+  if (options.analyze != nullptr) {
+    html::Series s;
+    s.name = "infinite cache, no concurrency";
+    s.color = 6;
+    s.dots = true;
+    for (const AlignmentPoint& p : options.analyze->alignment_curve) {
+      s.points.emplace_back(static_cast<double>(p.alignment), 100.0 * p.hit_rate);
+    }
+    c.series.push_back(std::move(s));
+    for (size_t i = 0; i < results.size(); ++i) {
+      const int64_t a = results[i].plan.hit_alignment;
+      double rate = -1;
+      for (const AlignmentPoint& p : options.analyze->alignment_curve) {
+        if (p.alignment == a) rate = 100.0 * p.hit_rate;
+      }
+      c.markers.push_back({static_cast<double>(a),
+                           absl::StrCat(results[i].policy, ": A = ", Thousands(a),
+                                        rate >= 0 ? absl::StrCat(" → ", Number(rate, 1), "%") : ""),
+                           static_cast<int>(i)});
+    }
+    c.note = absl::StrCat(
+        "For each alignment A: the sum over requests of floor(min(shared prefix, L&minus;1) / A) "
+        "&middot; A over all prompt tokens, ",
+        Thousands(options.analyze->requests),
+        " requests streamed in trace order (the ceiling any engine could reach at that A).");
+  } else {
+    c.note = "analyze did not run" +
+             (options.analyze_error.empty() ? "" : ": " + Escape(options.analyze_error));
+  }
+  return html::LineChart(c);
+}
+
+}  // namespace
+
+std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlReportOptions& options) {
+  std::string s =
+      absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>",
+                   Escape(options.title), "</title>\n<style>", kStyle,
+                   "</style></head><body>\n<h1>", Escape(options.title), "</h1>\n");
+  if (!options.subtitle.empty())
+    absl::StrAppend(&s, "<p class=\"sub\">", Escape(options.subtitle), "</p>\n");
+  if (results.empty()) return s + "<p>No results.</p></body></html>\n";
+  const bool deltas = options.deltas && results.size() > 1;
+  s += SummaryTable(results, deltas);
+  s += "<p class=\"note\">Hit rate: vLLM's token-level definition over non-preempted admissions "
+       "(reference &sect;12). <b>Lost to alignment</b>: per admission, the hit a shadow cache "
+       "would give (the same computed blocks, published at the finest group block U, never "
+       "rounded to S) minus the real hit. <b>Unpublished by the S round-down</b>: computed tokens "
+       "of finished requests that the hybrid caching rule kept out of the cache.";
+  if (deltas) s += " Deltas are against the first policy.";
+  s += "</p>\n";
+
+  s += "<h2>1. KV cache plan</h2>\n<div class=\"plans\">\n";
+  for (size_t i = 0; i < results.size(); ++i) s += PlanCard(results[i], static_cast<int>(i));
+  s += "</div>\n";
+
+  s += "<h2>2. Hit rate over time</h2>\n<div class=\"charts\">";
+  s += HitRateOverTime(results);
+  s += "</div>\n<h2>3. Per-request hit and loss</h2>\n<div class=\"charts\">";
+  s += Cdf(
+      results, "cdf-hit-fraction", "CDF of the per-request hit fraction",
+      "hit tokens / prompt tokens (%)",
+      [](const RequestRecord& r) {
+        return r.prompt_tokens > 0 ? 100.0 * r.hit_tokens / r.prompt_tokens : 0.0;
+      },
+      false, "At each request's first admission.");
+  s += Cdf(
+      results, "cdf-lost-to-alignment", "CDF of tokens lost to alignment per request",
+      "tokens lost to alignment (tokens)",
+      [](const RequestRecord& r) { return static_cast<double>(r.lost_to_alignment_tokens); }, false,
+      "Shadow hit minus real hit at the first admission; 0 when A equals the finest block.");
+  s += "</div>\n<h2>4. Latency</h2>\n<div class=\"charts\">";
+  s += Cdf(
+      results, "cdf-ttft", "CDF of time to first token", "TTFT (ms)",
+      [](const RequestRecord& r) { return (r.first_token_ns - r.arrival_ns) / 1e6; }, true,
+      "Simulated: arrival to the end of the step that finishes the prefill.");
+  s += Cdf(
+      results, "cdf-e2e", "CDF of end-to-end latency", "end-to-end latency (ms)",
+      [](const RequestRecord& r) { return (r.finish_ns - r.arrival_ns) / 1e6; }, true,
+      "Simulated: arrival to the last output token.");
+  s += "</div>\n<div class=\"row\"><section><h2>5. Capacity</h2>\n";
+  s += CapacityChart(results, options);
+  s += "</section>\n<section><h2>6. What the trace allows at each alignment</h2>\n";
+  s += AlignmentCurve(results, options);
+  s += "</section></div>\n";
+  s += kVerifyScript;
+  s += "</body></html>\n";
+  return s;
+}
+
+std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::string& title) {
+  HtmlReportOptions options;
+  options.title = title;
+  return HtmlReport(results, options);
 }
 
 }  // namespace prefixsim

@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "sim/plan/plan_format.h"
 #include "sim/report/report.h"
@@ -43,6 +46,32 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
   }
   if (f.router_index_checks > 0) j["router_index_checks"] = f.router_index_checks;
   return j;
+}
+
+// The per-request distribution over served requests (first admission), from per_request.
+nlohmann::ordered_json LostToAlignmentJson(const ReplayResult& r) {
+  std::vector<int64_t> v;
+  for (const RequestRecord& rec : r.per_request) {
+    if (rec.skipped.empty()) v.push_back(rec.lost_to_alignment_tokens);
+  }
+  std::sort(v.begin(), v.end());
+  auto pct = [&](double q) -> int64_t {
+    if (v.empty()) return 0;
+    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
+    return v[std::min(i, v.size() - 1)];
+  };
+  int64_t with_loss = 0, sum = 0;
+  for (int64_t x : v) {
+    with_loss += x > 0;
+    sum += x;
+  }
+  return {{"requests", static_cast<int64_t>(v.size())},
+          {"requests_with_loss", with_loss},
+          {"mean_tokens", v.empty() ? 0.0 : static_cast<double>(sum) / v.size()},
+          {"p50_tokens", pct(0.5)},
+          {"p90_tokens", pct(0.9)},
+          {"p99_tokens", pct(0.99)},
+          {"max_tokens", v.empty() ? 0 : v.back()}};
 }
 
 }  // namespace
@@ -92,6 +121,10 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
   j["alignment_loss_tokens"] = r.alignment_loss_tokens;
   j["preempted_alignment_loss_tokens"] = r.preempted_alignment_loss_tokens;
   j["unpublished_alignment_tokens"] = r.unpublished_alignment_tokens;
+  j["lost_to_alignment_tokens"] = r.lost_to_alignment_tokens;
+  j["lost_to_alignment_fraction"] =
+      pc.queries > 0 ? static_cast<double>(r.lost_to_alignment_tokens) / pc.queries : 0.0;
+  j["lost_to_alignment_per_request"] = LostToAlignmentJson(r);
   j["evicted_blocks"] = r.evicted_blocks;
   j["cached_blocks"] = r.cached_blocks;
   j["preemptions"] = r.preemptions;
@@ -138,6 +171,7 @@ nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results
          {"alignment_loss_tokens", r.alignment_loss_tokens - base.alignment_loss_tokens},
          {"unpublished_alignment_tokens",
           r.unpublished_alignment_tokens - base.unpublished_alignment_tokens},
+         {"lost_to_alignment_tokens", r.lost_to_alignment_tokens - base.lost_to_alignment_tokens},
          {"padding_bytes_per_block",
           waste.padding_bytes_per_block - base_waste.padding_bytes_per_block},
          {"memory_waste_fraction", waste.waste_fraction - base_waste.waste_fraction},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "prefixsim/analyze.h"
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_plan.h"
 
@@ -41,8 +42,35 @@ void WriteRequestsCsv(const ReplayResult& result, std::ostream& out);
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                         const ReportOptions& options = {});
 std::string FormatComparison(const std::vector<ReplayResult>& results);
-// A self-contained HTML page (inline CSS and SVG, no network).
+// A self-contained HTML page (inline CSS and SVG, no network): HtmlReport without the extras.
 std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::string& title);
+
+// One replay of a capacity sweep (`--capacities`): the whole trace under one policy with
+// kv_cache_bytes overridden.
+struct CapacitySweepPoint {
+  std::string policy;
+  int64_t kv_cache_bytes = 0;
+  int64_t num_blocks = 0;
+  double hit_rate = 0;
+  int64_t lost_to_alignment_tokens = 0;
+  int64_t queries = 0;
+};
+
+struct HtmlReportOptions {
+  std::string title;
+  std::string subtitle;  // model, engine, trace
+  bool deltas = true;    // a column of deltas against the first result (compare)
+  std::vector<CapacitySweepPoint> capacity_sweep;
+  int64_t configured_kv_cache_bytes = 0;   // marked on the capacity chart; 0 = none
+  const AnalyzeResult* analyze = nullptr;  // the alignment curve of the same trace, or null
+  std::string analyze_error;               // why analyze is null, if it failed
+};
+
+// The A/B report page (html_report.cc): summary, the KV plans side by side with the LCM
+// arithmetic, hit rate over time, CDFs of per-request hit fraction, lost-to-alignment tokens,
+// TTFT and E2E, hit rate vs KV bytes, and the alignment curve with each policy's A marked.
+// Self-contained: inline CSS and SVG plus a short inline script that only verifies the page.
+std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlReportOptions& options);
 
 }  // namespace prefixsim
 

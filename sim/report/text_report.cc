@@ -90,6 +90,14 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
                                   static_cast<double>(r.finished_requests)
                             : 0.0);
   absl::StrAppendFormat(&s,
+                        "Lost to alignment (vs a shadow cache at the finest block): %d tokens "
+                        "(%.1f per admitted request, %.2f%% of queries)\n",
+                        r.lost_to_alignment_tokens,
+                        pc.requests > 0 ? static_cast<double>(r.lost_to_alignment_tokens) /
+                                              static_cast<double>(pc.requests)
+                                        : 0.0,
+                        Pct(r.lost_to_alignment_tokens, pc.queries));
+  absl::StrAppendFormat(&s,
                         "Blocks: %d cached, %d evicted; preemptions: %d; mean KV usage %.1f%%\n",
                         r.cached_blocks, r.evicted_blocks, r.preemptions, 100.0 * r.mean_kv_usage);
   if (r.spec_decode.num_drafts > 0) {
@@ -154,6 +162,9 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
   row(
       "unpublished by S (tokens)",
       [](R r) { return static_cast<double>(r.unpublished_alignment_tokens); }, "%.0f");
+  row(
+      "lost to alignment (tokens)",
+      [](R r) { return static_cast<double>(r.lost_to_alignment_tokens); }, "%.0f");
   row(
       "hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, "%.0f");
   row(

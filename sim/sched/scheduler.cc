@@ -150,12 +150,14 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
         counters_.preempted_alignment_loss_tokens += hit.alignment_loss_tokens;
       } else {
         counters_.alignment_loss_tokens += hit.alignment_loss_tokens;
+        counters_.lost_to_alignment_tokens += hit.lost_to_alignment_tokens;
         window_.Observe(req->num_tokens, computed);
       }
     }
     if (req->first_hit_tokens < 0) {
       req->first_hit_tokens = computed;
       req->first_alignment_loss = hit.alignment_loss_tokens;
+      req->first_lost_to_alignment = hit.lost_to_alignment_tokens;
     }
     req->num_computed = computed;
     batch->push_back({req, n, 0});

@@ -35,6 +35,7 @@ struct SimRequest {
   int64_t finish_ns = -1;
   int64_t first_hit_tokens = -1;  // at the first admission
   int64_t first_alignment_loss = 0;
+  int64_t first_lost_to_alignment = 0;
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
   uint64_t id() const { return request->id; }
@@ -79,6 +80,7 @@ struct SchedulerCounters {
   PrefixCacheStats prefix_cache;
   int64_t alignment_loss_tokens = 0;
   int64_t preempted_alignment_loss_tokens = 0;
+  int64_t lost_to_alignment_tokens = 0;  // PrefixHit::lost_to_alignment_tokens, non-preempted
   int64_t preemptions = 0;
 };
 

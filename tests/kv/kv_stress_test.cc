@@ -104,6 +104,10 @@ void RunWorkload(const KvPlan& plan, uint64_t seed, int num_requests, bool exact
       ASSERT_LE(hit.hit_tokens + hit.alignment_loss_tokens, std::max<int64_t>(max_hit, 0));
       const int64_t best = oracle_best(*s, max_hit);
       ASSERT_LE(hit.hit_tokens + hit.alignment_loss_tokens, best) << "op " << op;
+      // The shadow holds only computed prefixes, capped the same way (lost_to_alignment_tokens).
+      ASSERT_GE(hit.lost_to_alignment_tokens, 0);
+      ASSERT_LE(hit.hit_tokens + hit.lost_to_alignment_tokens, std::max<int64_t>(max_hit, 0));
+      ASSERT_LE(hit.hit_tokens + hit.lost_to_alignment_tokens, best) << "op " << op;
       if (exact_oracle) {
         ASSERT_EQ(m.counters().evicted_blocks, 0);
         ASSERT_EQ(hit.hit_tokens, best / a * a) << "op " << op;

@@ -1,0 +1,166 @@
+#include "sim/cli/html_page.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "prefixsim/analyze.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/status.h"
+#include "sim/report/report.h"
+
+namespace prefixsim::cli {
+
+void AddHtmlCliOptions(CLI::App* cmd, HtmlCliOptions* o) {
+  CLI::Option* html =
+      cmd->add_option("--html", o->html_path,
+                      "write a self-contained HTML report here (plan, hit rate over time, CDFs, "
+                      "capacity sweep, alignment curve)");
+  cmd->add_option("--capacities", o->capacities,
+                  "with --html: also replay at these KV cache sizes, comma-separated bytes or "
+                  "with a KiB/MiB/GiB/TiB suffix (e.g. 16GiB,64GiB,256GiB,1TiB)")
+      ->needs(html)
+      ->check([](const std::string& list) {
+        auto parsed = ParseCapacities(list);
+        return parsed.ok() ? std::string() : std::string(parsed.status().message());
+      });
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list) {
+  std::vector<int64_t> out;
+  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    absl::string_view v = absl::StripAsciiWhitespace(item);
+    double scale = 1;
+    static const std::pair<const char*, double> kSuffixes[] = {{"TiB", 1099511627776.0},
+                                                               {"GiB", 1073741824.0},
+                                                               {"MiB", 1048576.0},
+                                                               {"KiB", 1024.0},
+                                                               {"TB", 1e12},
+                                                               {"GB", 1e9},
+                                                               {"MB", 1e6},
+                                                               {"KB", 1e3},
+                                                               {"B", 1}};
+    for (const auto& [suffix, s] : kSuffixes) {
+      if (absl::ConsumeSuffix(&v, suffix)) {
+        scale = s;
+        break;
+      }
+    }
+    double x = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x) || !(x > 0) || x * scale > 9.0e18) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", item, "' is not a positive size (bytes, or KiB/MiB/GiB/TiB)"));
+    }
+    out.push_back(static_cast<int64_t>(x * scale));
+  }
+  return out;
+}
+
+absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
+                           const ModelAndEngine& loaded, const std::vector<ReplayResult>& results,
+                           bool deltas, const std::string& command) {
+  if (options.html_path.empty()) {
+    if (!options.capacities.empty()) {
+      return absl::InvalidArgumentError("--capacities needs --html (it feeds the report page)");
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<int64_t>> parsed = ParseCapacities(options.capacities);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--capacities: ", parsed.status().message()));
+  }
+  const std::vector<int64_t>& capacities = *parsed;
+  HtmlReportOptions page;
+  page.title = absl::StrCat("prefixsim ", command, ": ", loaded.model.name);
+  page.subtitle =
+      absl::StrCat("model ", loaded.model.name, " · engine ",
+                   std::filesystem::path(loaded.engine.source).filename().string(), " · trace ",
+                   std::filesystem::path(replay.trace).filename().string());
+  page.deltas = deltas;
+  page.configured_kv_cache_bytes = loaded.engine.kv_cache_bytes.value_or(0);
+
+  // The sweep: every policy at every capacity; the configured capacity reuses the main result.
+  struct Job {
+    size_t result;
+    int64_t bytes;
+  };
+  std::vector<Job> jobs;
+  std::set<int64_t> caps(capacities.begin(), capacities.end());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (page.configured_kv_cache_bytes > 0 && !loaded.engine.num_gpu_blocks) {
+      CapacitySweepPoint p;
+      p.policy = results[i].policy;
+      p.kv_cache_bytes = page.configured_kv_cache_bytes;
+      p.num_blocks = results[i].plan.num_blocks;
+      p.hit_rate = results[i].prefix_cache.hit_rate();
+      p.lost_to_alignment_tokens = results[i].lost_to_alignment_tokens;
+      p.queries = results[i].prefix_cache.queries;
+      page.capacity_sweep.push_back(p);
+    }
+    for (int64_t c : caps) {
+      if (c == page.configured_kv_cache_bytes && !loaded.engine.num_gpu_blocks) continue;
+      jobs.push_back({i, c});
+    }
+  }
+  std::vector<std::optional<absl::StatusOr<CapacitySweepPoint>>> done(jobs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t j = next++; j < jobs.size(); j = next++) {
+      EngineConfig engine = loaded.engine;
+      engine.kv_cache_bytes = jobs[j].bytes;
+      engine.num_gpu_blocks.reset();
+      const std::string& policy = results[jobs[j].result].policy;
+      absl::StatusOr<KvPlan> plan = ResolveKvPlan(loaded.model, engine, policy);
+      if (!plan.ok()) {
+        done[j] = plan.status();
+        continue;
+      }
+      absl::StatusOr<ReplayResult> r = RunReplay(replay, loaded.model, engine, *plan, "");
+      if (!r.ok()) {
+        done[j] = r.status();
+        continue;
+      }
+      CapacitySweepPoint p;
+      p.policy = policy;
+      p.kv_cache_bytes = jobs[j].bytes;
+      p.num_blocks = plan->num_blocks;
+      p.hit_rate = r->prefix_cache.hit_rate();
+      p.lost_to_alignment_tokens = r->lost_to_alignment_tokens;
+      p.queries = r->prefix_cache.queries;
+      done[j] = p;
+    }
+  };
+  const size_t num_threads =
+      std::min<size_t>(jobs.size(), std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(worker);
+  // The alignment curve, with every policy's A on it, while the sweep runs.
+  AnalyzeOptions analyze_options;
+  for (const ReplayResult& r : results) analyze_options.alignments.push_back(r.plan.hit_alignment);
+  analyze_options.capacity_curve = false;
+  TraceOptions trace_options = replay.trace_options;
+  trace_options.seed = replay.seed;
+  absl::StatusOr<AnalyzeResult> analyzed =
+      AnalyzeTraceFile(replay.trace, trace_options, analyze_options);
+  for (std::thread& t : threads) t.join();
+  for (auto& d : done) {
+    if (!d->ok()) return d->status();
+    page.capacity_sweep.push_back(**d);
+  }
+  if (analyzed.ok()) {
+    page.analyze = &*analyzed;
+  } else {
+    page.analyze_error = std::string(analyzed.status().message());
+  }
+  return WriteTextFile(options.html_path, HtmlReport(results, page));
+}
+
+}  // namespace prefixsim::cli

@@ -1,0 +1,40 @@
+// `--html` and `--capacities` for `prefixsim replay` and `prefixsim compare`: the report page
+// (sim/report/html_report.cc), with the capacity sweep and the trace's alignment curve that it
+// needs, computed here.
+#ifndef PREFIXSIM_SIM_CLI_HTML_PAGE_H_
+#define PREFIXSIM_SIM_CLI_HTML_PAGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "prefixsim/engine.h"
+#include "sim/cli/common.h"
+#include "sim/cli/replay_common.h"
+
+namespace prefixsim::cli {
+
+struct HtmlCliOptions {
+  std::string html_path;
+  std::string capacities;  // "a,b,c": bytes, or with a KiB/MiB/GiB/TiB suffix
+};
+
+// Adds --html and --capacities to `cmd`.
+void AddHtmlCliOptions(CLI::App* cmd, HtmlCliOptions* options);
+
+// "16GiB,64GiB,1TiB" or "17179869184,..." -> bytes. InvalidArgument names the bad entry.
+absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list);
+
+// Runs the capacity sweep (every result's policy at every capacity, on a few threads) and the
+// trace's alignment curve, then writes the page to options.html_path. Does nothing without
+// --html. `deltas`: compare's delta column.
+absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
+                           const ModelAndEngine& loaded, const std::vector<ReplayResult>& results,
+                           bool deltas, const std::string& command);
+
+}  // namespace prefixsim::cli
+
+#endif  // PREFIXSIM_SIM_CLI_HTML_PAGE_H_

@@ -1,0 +1,76 @@
+// The shadow index behind lost_to_alignment_tokens (sim/kv/README.md): a prefix index that sees
+// the same computed blocks as the real cache, published at the finest group block size U and
+// never rounded to the scheduler block size S, evicted with the real cache's LRU clock.
+//
+// Unit U = min(A, smallest block size of a prefix-cacheable group). When U == A (unitary plans,
+// S equal to the finest block, partial hits) the alignment costs nothing and the shadow is off.
+//
+// Entries are keyed by the request's chained hash at every U boundary (the fine H-chunk hash
+// there, reference §8.1), so a hit on entry j implies the whole prefix [0, (j+1)·U). An entry is
+// held while a request that computed or hit it runs; when the last holder frees it, the entry
+// takes the block pool's current free clock as its stamp, exactly the stamp a real cached block
+// freed at that moment would get. It is alive while held or while its stamp is above the pool's
+// eviction horizon (the newest stamp the real cache has evicted): it lives exactly as long as a
+// real published block freed at the same time. Work is per U-block, never per token.
+#ifndef PREFIXSIM_SIM_KV_SHADOW_INDEX_H_
+#define PREFIXSIM_SIM_KV_SHADOW_INDEX_H_
+
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+#include "sim/kv/block_hasher.h"
+#include "sim/kv/block_pool.h"
+
+namespace prefixsim {
+namespace kv {
+
+class ShadowIndex {
+ public:
+  // unit: U in tokens; hash_block_size: H (U % H == 0); drop_eagle: the plan has an EAGLE group,
+  // so a hit also needs the U-block past it (the shadow analogue of reference §9.4).
+  ShadowIndex(const BlockPool* pool, int64_t unit, int64_t hash_block_size, bool drop_eagle);
+
+  int64_t unit() const { return unit_; }
+  // Fine (H-chunk) hashes needed to address `tokens` tokens' worth of U-blocks.
+  int64_t FineChunksFor(int64_t tokens) const { return tokens / unit_ * ratio_; }
+
+  // The longest alive prefix, in tokens, of at most max_hit tokens (a multiple of U), less one
+  // U-block with drop_eagle. `fine` holds num_fine H-chunk hashes of the request.
+  int64_t Lookup(const HashPair* fine, int64_t num_fine, int64_t max_hit) const;
+
+  // The request now holds its U-blocks [0, num_blocks): takes a reference on blocks
+  // [*held, num_blocks) (publishing new ones) and advances *held. Stops at a hash collision.
+  void Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t* held);
+  // Drops the request's references on its blocks [0, *held) and sets *held = 0; entries whose
+  // last holder leaves take the pool's current free clock.
+  void Release(const HashPair* fine, int64_t* held);
+
+  int64_t size() const { return static_cast<int64_t>(map_.size()); }
+  int64_t collisions() const { return collisions_; }
+
+ private:
+  struct Entry {
+    uint64_t check = 0;
+    int32_t refs = 0;
+    int64_t stamp = 0;  // free clock when the last holder released it
+  };
+  const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
+    return fine[(j + 1) * ratio_ - 1];
+  }
+  bool Alive(const Entry& e) const { return e.refs > 0 || e.stamp > pool_->eviction_horizon(); }
+  // Drops dead entries once the map has doubled since the last sweep (amortized O(1)).
+  void MaybeSweep();
+
+  const BlockPool* pool_;
+  int64_t unit_;
+  int64_t ratio_;  // U / H
+  bool drop_eagle_;
+  absl::flat_hash_map<uint64_t, Entry> map_;
+  size_t next_sweep_ = 4096;
+  int64_t collisions_ = 0;
+};
+
+}  // namespace kv
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_KV_SHADOW_INDEX_H_

@@ -1,0 +1,350 @@
+#include "sim/report/html_charts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace prefixsim {
+namespace html {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int kWidth = 640, kHeight = 360;
+constexpr int kLeft = 78, kRight = 34, kTop = 44, kBottom = 52;
+
+// Tableau-like palette, readable on white.
+constexpr const char* kPalette[] = {"#4c78a8", "#f58518", "#54a24b", "#e45756",
+                                    "#b279a2", "#72b7b2", "#9d755d", "#666666"};
+
+struct Axis {
+  double lo = 0, hi = 1;
+  bool log = false;
+  double base = 10;
+  double px0 = 0, px1 = 1;  // pixel range
+  double T(double v) const {
+    if (log) {
+      v = std::max(v, lo);
+      const double a = std::log(lo), b = std::log(hi);
+      return px0 + (std::log(v) - a) / (b - a) * (px1 - px0);
+    }
+    return px0 + (v - lo) / (hi - lo) * (px1 - px0);
+  }
+};
+
+std::vector<double> LinearTicks(double lo, double hi) {
+  const double range = hi - lo;
+  const double raw = range / 5;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    step = m * mag;
+    if (range / step <= 6.5) break;
+  }
+  std::vector<double> t;
+  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) {
+    t.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+  }
+  return t;
+}
+
+std::vector<double> LogTicks(double lo, double hi, double base) {
+  std::vector<double> t;
+  if (base == 2) {
+    for (double v = std::pow(2.0, std::ceil(std::log2(lo) - 1e-9)); v <= hi * (1 + 1e-9); v *= 2) {
+      t.push_back(v);
+    }
+    while (t.size() > 9) {
+      std::vector<double> half;
+      for (size_t i = 0; i < t.size(); i += 2) half.push_back(t[i]);
+      t.swap(half);
+    }
+    return t;
+  }
+  const bool sparse = std::log10(hi / lo) < 2.5;
+  for (double d = std::pow(10.0, std::floor(std::log10(lo))); d <= hi * (1 + 1e-9); d *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (m != 1.0 && !sparse) continue;
+      const double v = d * m;
+      if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
+    }
+  }
+  return t;
+}
+
+std::string DefaultTick(double v) {
+  const double a = std::abs(v);
+  if (a == 0) return "0";
+  if (a >= 100 || std::abs(v - std::round(v)) < 1e-9) return Number(v, 0);
+  if (a >= 1) return Number(v, 1);
+  return Number(v, a >= 0.1 ? 2 : 3);
+}
+
+}  // namespace
+
+ChartSpec::ChartSpec() : x_min(kNaN), x_max(kNaN), y_min(kNaN), y_max(kNaN) {}
+
+const char* Color(int i) {
+  return kPalette[static_cast<size_t>(i) % (sizeof(kPalette) / sizeof(kPalette[0]))];
+}
+
+std::string Escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string Thousands(int64_t v) {
+  const uint64_t u = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  const std::string digits = std::to_string(u);
+  std::string out;
+  const int n = static_cast<int>(digits.size());
+  for (int i = 0; i < n; ++i) {
+    if (i > 0 && (n - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string Number(double v, int decimals) {
+  if (!std::isfinite(v)) return "n/a";
+  const double scale = std::pow(10.0, decimals);
+  double r = std::round(std::abs(v) * scale) / scale;
+  const int64_t ip = static_cast<int64_t>(std::floor(r));
+  std::string s = Thousands(ip);
+  if (decimals > 0) {
+    const int64_t frac = static_cast<int64_t>(std::llround((r - static_cast<double>(ip)) * scale));
+    s += absl::StrFormat(".%0*d", decimals, frac);
+  }
+  const bool negative = v < 0 && r > 0;
+  return negative ? "-" + s : s;
+}
+
+std::string Bytes(double v) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (std::abs(v) >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  const bool whole = std::abs(v - std::round(v)) < 1e-9;
+  return absl::StrCat(Number(v, whole ? 0 : 1), " ", kUnits[u]);
+}
+
+Series CdfSeries(std::string name, std::vector<double> values, int color, size_t max_points) {
+  Series s;
+  s.name = std::move(name);
+  s.color = color;
+  s.step = true;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  if (n == 0) return s;
+  // One point per distinct value (its cumulative fraction), thinned to max_points quantiles.
+  std::vector<std::pair<double, double>> pts;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 1 < n && values[i + 1] == values[i]) continue;
+    pts.emplace_back(values[i], static_cast<double>(i + 1) / static_cast<double>(n));
+  }
+  if (pts.size() > max_points) {
+    std::vector<std::pair<double, double>> thin;
+    const double stride = static_cast<double>(pts.size()) / static_cast<double>(max_points);
+    for (double k = 0; k < static_cast<double>(pts.size()); k += stride) {
+      thin.push_back(pts[static_cast<size_t>(k)]);
+    }
+    if (thin.back() != pts.back()) thin.push_back(pts.back());
+    pts.swap(thin);
+  }
+  s.points = std::move(pts);
+  return s;
+}
+
+std::string LineChart(const ChartSpec& spec) {
+  std::string out = absl::StrFormat(
+      "<figure class=\"chart\" data-chart=\"%s\"><figcaption>%s</figcaption>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
+      "height=\"%d\" role=\"img\" aria-label=\"%s\">\n",
+      Escape(spec.id), Escape(spec.title), kWidth, kHeight, kWidth, kHeight, Escape(spec.title));
+  // Domain.
+  double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo;
+  double ylo = xlo, yhi = -xlo;
+  const bool log_x = spec.log_x || spec.log2_x;
+  size_t num_points = 0;
+  for (const Series& s : spec.series) {
+    for (const auto& [x, y] : s.points) {
+      if (log_x && x <= 0) continue;
+      xlo = std::min(xlo, x);
+      xhi = std::max(xhi, x);
+      ylo = std::min(ylo, y);
+      yhi = std::max(yhi, y);
+      ++num_points;
+    }
+  }
+  for (const Marker& m : spec.markers) {
+    if (log_x && m.x <= 0) continue;
+    xlo = std::min(xlo, m.x);
+    xhi = std::max(xhi, m.x);
+  }
+  if (!std::isnan(spec.x_min)) xlo = spec.x_min;
+  if (!std::isnan(spec.x_max)) xhi = spec.x_max;
+  if (!std::isnan(spec.y_min)) ylo = spec.y_min;
+  if (!std::isnan(spec.y_max)) yhi = spec.y_max;
+  if (!std::isfinite(xlo) || !std::isfinite(xhi)) xlo = log_x ? 1 : 0, xhi = log_x ? 10 : 1;
+  if (!std::isfinite(ylo) || !std::isfinite(yhi)) ylo = 0, yhi = 1;
+  if (std::isnan(spec.y_min)) ylo = std::min(ylo, 0.0);
+  if (std::isnan(spec.y_max)) yhi = yhi + 0.05 * (yhi - ylo);
+  if (xhi <= xlo) {
+    if (log_x) {
+      xlo /= 2;
+      xhi *= 2;
+    } else {
+      const double pad = xlo == 0 ? 1 : std::abs(xlo) * 0.1;
+      xlo -= pad;
+      xhi += pad;
+    }
+  }
+  if (yhi <= ylo) yhi = ylo + 1;
+  Axis ax{xlo, xhi, log_x, spec.log2_x ? 2.0 : 10.0, kLeft, kWidth - kRight};
+  Axis ay{ylo, yhi, false, 10, kHeight - kBottom, kTop};
+  auto xfmt = spec.x_tick ? spec.x_tick : DefaultTick;
+  auto yfmt = spec.y_tick ? spec.y_tick : DefaultTick;
+
+  // Grid, ticks and axes.
+  out += "<g class=\"axes\" font-size=\"12\" fill=\"#333\">\n";
+  for (double t : LinearTicks(ylo, yhi)) {
+    const double y = ay.T(t);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                          kLeft, kWidth - kRight, y, y, kLeft - 6, y + 4, Escape(yfmt(t)));
+  }
+  const std::vector<double> xt =
+      log_x ? LogTicks(xlo, xhi, spec.log2_x ? 2.0 : 10.0) : LinearTicks(xlo, xhi);
+  for (double t : xt) {
+    const double x = ax.T(t);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#eeeeee\"/>"
+                          "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                          x, x, kTop, kHeight - kBottom + 5, x, kHeight - kBottom + 18,
+                          Escape(xfmt(t)));
+  }
+  absl::StrAppendFormat(&out,
+                        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>"
+                        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>\n",
+                        kLeft, kWidth - kRight, kHeight - kBottom, kHeight - kBottom, kLeft, kLeft,
+                        kTop, kHeight - kBottom);
+  absl::StrAppendFormat(&out,
+                        "<text class=\"xlabel\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                        "font-size=\"13\">%s</text>\n",
+                        (kLeft + kWidth - kRight) / 2, kHeight - 12, Escape(spec.x_label));
+  absl::StrAppendFormat(&out,
+                        "<text class=\"ylabel\" transform=\"translate(18,%d) rotate(-90)\" "
+                        "text-anchor=\"middle\" font-size=\"13\">%s</text>\n",
+                        (kTop + kHeight - kBottom) / 2, Escape(spec.y_label));
+  out += "</g>\n";
+
+  // Legend: one row above the plot.
+  out += "<g class=\"legend\" font-size=\"12\">\n";
+  double lx = kLeft;
+  for (const Series& s : spec.series) {
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"16\" y2=\"16\" stroke=\"%s\" "
+                          "stroke-width=\"3\"/><text x=\"%.1f\" y=\"20\">%s</text>\n",
+                          lx, lx + 18, Color(s.color), lx + 23, Escape(s.name));
+    lx += 40 + 7.0 * static_cast<double>(s.name.size());
+  }
+  out += "</g>\n";
+
+  // Data.
+  absl::StrAppendFormat(&out,
+                        "<clipPath id=\"clip-%s\"><rect x=\"%d\" y=\"%d\" width=\"%d\" "
+                        "height=\"%d\"/></clipPath>\n<g clip-path=\"url(#clip-%s)\">\n",
+                        Escape(spec.id), kLeft, kTop - 2, kWidth - kLeft - kRight + 2,
+                        kHeight - kTop - kBottom + 4, Escape(spec.id));
+  for (const Series& s : spec.series) {
+    std::string d;
+    bool first = true;
+    double prev_y = ay.T(std::max(ylo, 0.0));
+    for (const auto& [x, y] : s.points) {
+      if (log_x && x <= 0) continue;
+      const double px = ax.T(x), py = ay.T(y);
+      if (first) {
+        if (s.step) {
+          absl::StrAppendFormat(&d, "M%.1f %.1fV%.1f", px, prev_y, py);
+        } else {
+          absl::StrAppendFormat(&d, "M%.1f %.1f", px, py);
+        }
+        first = false;
+      } else if (s.step) {
+        absl::StrAppendFormat(&d, "H%.1fV%.1f", px, py);
+      } else {
+        absl::StrAppendFormat(&d, "L%.1f %.1f", px, py);
+      }
+      prev_y = py;
+    }
+    if (s.step && !first) absl::StrAppendFormat(&d, "H%d", kWidth - kRight);
+    if (!d.empty()) {
+      absl::StrAppendFormat(&out,
+                            "<path class=\"mark\" d=\"%s\" fill=\"none\" stroke=\"%s\" "
+                            "stroke-width=\"2\"><title>%s</title></path>\n",
+                            d, Color(s.color), Escape(s.name));
+    }
+    if (s.dots || s.points.size() == 1) {
+      for (const auto& [x, y] : s.points) {
+        if (log_x && x <= 0) continue;
+        absl::StrAppendFormat(&out,
+                              "<circle class=\"mark\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
+                              "fill=\"%s\"><title>%s: (%s, %s)</title></circle>\n",
+                              ax.T(x), ay.T(y), Color(s.color), Escape(s.name), Escape(xfmt(x)),
+                              Escape(yfmt(y)));
+      }
+    }
+  }
+  out += "</g>\n";
+  // Markers: dashed verticals with a label near the top, staggered.
+  for (size_t i = 0; i < spec.markers.size(); ++i) {
+    const Marker& m = spec.markers[i];
+    if (log_x && m.x <= 0) continue;
+    const double x = ax.T(m.x);
+    const bool right = x > kWidth * 0.7;
+    absl::StrAppendFormat(&out,
+                          "<line class=\"mark marker\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
+                          "stroke=\"%s\" stroke-dasharray=\"5 4\" stroke-width=\"1.5\"/>"
+                          "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"%s\" "
+                          "text-anchor=\"%s\">%s</text>\n",
+                          x, x, kTop, kHeight - kBottom, Color(m.color), right ? x - 4 : x + 4,
+                          kTop + 14 + 15 * static_cast<int>(i), Color(m.color),
+                          right ? "end" : "start", Escape(m.label));
+  }
+  if (num_points == 0) {
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no "
+                          "data</text>\n",
+                          (kLeft + kWidth) / 2, (kTop + kHeight) / 2);
+  }
+  out += "</svg>";
+  if (!spec.note.empty()) absl::StrAppend(&out, "<p class=\"note\">", spec.note, "</p>");
+  out += "</figure>\n";
+  return out;
+}
+
+}  // namespace html
+}  // namespace prefixsim

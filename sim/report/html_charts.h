@@ -1,0 +1,69 @@
+// Small inline-SVG chart helper for the HTML reports (html_report.cc): line and step charts with
+// axes, ticks, units, a legend and vertical markers. No scripts, no network. Every drawn data
+// element carries class "mark" so that a test (or the page's own check) can count them.
+#ifndef PREFIXSIM_SIM_REPORT_HTML_CHARTS_H_
+#define PREFIXSIM_SIM_REPORT_HTML_CHARTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace prefixsim {
+namespace html {
+
+// "&", "<", ">", '"' escaped.
+std::string Escape(std::string_view s);
+// 1234567 -> "1,234,567".
+std::string Thousands(int64_t v);
+// A number with `decimals` decimals and thousands separators in the integer part.
+std::string Number(double v, int decimals);
+// Bytes in binary units: "64 GiB", "1.5 TiB", "512 MiB".
+std::string Bytes(double v);
+
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (x, y), drawn in order
+  int color = 0;                                  // palette index
+  bool step = false;                              // a step function (CDFs): horizontal then up
+  bool dots = false;                              // also a dot at every point
+};
+
+struct Marker {
+  double x = 0;
+  std::string label;
+  int color = 0;
+};
+
+struct ChartSpec {
+  std::string id;  // data-chart attribute
+  std::string title;
+  std::string x_label;  // with the unit, e.g. "arrival time (s)"
+  std::string y_label;
+  bool log_x = false;  // base 10 (base 2 with log2_x)
+  bool log2_x = false;
+  // Axis ranges; NaN = from the data.
+  double x_min, x_max, y_min, y_max;
+  std::function<std::string(double)> x_tick;  // tick label format; default: Number
+  std::function<std::string(double)> y_tick;
+  std::vector<Series> series;
+  std::vector<Marker> markers;
+  std::string note;  // small text under the chart
+  ChartSpec();
+};
+
+// A <figure class="chart"> holding the SVG. A chart with no points says so in its body.
+std::string LineChart(const ChartSpec& spec);
+
+// The empirical CDF of `values` as a step series (at most ~max_points points).
+Series CdfSeries(std::string name, std::vector<double> values, int color, size_t max_points = 400);
+
+// The palette's CSS colour for index i.
+const char* Color(int i);
+
+}  // namespace html
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_REPORT_HTML_CHARTS_H_

@@ -1,0 +1,240 @@
+// The compare page in a real browser: headless Chromium (Debian's `chromium`, installed by
+// scripts/setup.sh) renders the page for the shipped chat sample under old,new, saves a
+// screenshot, and dumps the DOM after load. The page's inline script counts each chart's drawn
+// SVG elements into data attributes; the test checks them, and that the browser logged no console
+// message at all (errors, failed loads and uncaught exceptions all log to the console).
+//
+// PREFIXSIM_SCREENSHOT_OUT=path: also copy the screenshot there (docs/compare_chat_old_new.png is
+// made this way).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
+
+extern char** environ;
+
+namespace prefixsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kChromium[] = "/usr/bin/chromium";
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs argv with stdout/stderr redirected to files, in its own process group. Kills that group
+// (the browser and the helpers it started) if it runs past timeout_s. Returns the exit status, or
+// -1 on a spawn failure or timeout.
+int RunWithTimeout(const std::vector<std::string>& args, const fs::path& out, const fs::path& err,
+                   int timeout_s) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool timed_out = false;
+  while (true) {
+    // Wait without reaping, so the group id stays ours until the group is killed below.
+    siginfo_t info{};
+    if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The group we created for the browser: only its own processes (helpers left behind on exit,
+  // everything on a timeout).
+  kill(-pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<std::string> ChromiumArgs(const fs::path& profile) {
+  return {kChromium,
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-quic",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+          "--disable-dev-shm-usage",
+          "--hide-scrollbars",
+          "--user-data-dir=" + profile.string(),
+          "--enable-logging=stderr",
+          "--v=0"};
+}
+
+// Lines of Chromium's log that carry a page console message.
+std::vector<std::string> ConsoleLines(const std::string& log) {
+  std::vector<std::string> lines;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(":CONSOLE") != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+class HtmlBrowserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kChromium, X_OK) != 0) {
+      GTEST_SKIP() << "headless Chromium not installed (" << kChromium
+                   << " missing; scripts/setup.sh installs Debian's chromium): the browser check "
+                      "of the HTML report was skipped";
+    }
+    char tmpl[] = "/tmp/prefixsim_html_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(HtmlBrowserTest, ComparePageRendersWithEveryChartDrawn) {
+  const fs::path page = dir_ / "compare.html";
+  const fs::path json = dir_ / "compare.json";
+  const auto cli =
+      testing::RunCli("compare --trace " PREFIXSIM_SOURCE_DIR
+                      "/traces/sample_chat.jsonl --model kimi-k3-like --engine kimi-k3-dspark "
+                      "--policies old,new --no-progress --capacities 4GiB,16GiB,256GiB --html " +
+                      page.string() + " --json " + json.string());
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  const std::string html = ReadFile(page);
+  ASSERT_FALSE(html.empty());
+  // Self-contained: nothing fetched at view time.
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  // The plan difference and the LCM arithmetic.
+  EXPECT_NE(html.find("S = lcm(1,536, 1,728) = 13,824"), std::string::npos);
+  EXPECT_NE(html.find("H = gcd(1,536, 1,728) = 192"), std::string::npos);
+  EXPECT_NE(html.find("S = 1,536"), std::string::npos);
+  // old loses prefix to the alignment, new does not.
+  const nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_GT(j["policies"][0]["lost_to_alignment_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(j["policies"][1]["lost_to_alignment_tokens"].get<int64_t>(), 0);
+  EXPECT_GT(j["policies"][0]["lost_to_alignment_per_request"]["requests_with_loss"].get<int64_t>(),
+            0);
+
+  // 1. Screenshot.
+  const fs::path png = dir_ / "compare.png";
+  std::vector<std::string> shot = ChromiumArgs(dir_ / "profile-shot");
+  shot.push_back("--screenshot=" + png.string());
+  shot.push_back("--window-size=1400,4000");
+  shot.push_back("file://" + page.string());
+  const int shot_rc = RunWithTimeout(shot, dir_ / "shot.out", dir_ / "shot.err", 120);
+  const std::string shot_log = ReadFile(dir_ / "shot.err");
+  ASSERT_EQ(shot_rc, 0) << shot_log;
+  ASSERT_TRUE(fs::exists(png)) << shot_log;
+  const std::string png_bytes = ReadFile(png);
+  ASSERT_GT(png_bytes.size(), 20000u);
+  EXPECT_EQ(png_bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_TRUE(ConsoleLines(shot_log).empty()) << shot_log;
+  if (const char* out = std::getenv("PREFIXSIM_SCREENSHOT_OUT"); out != nullptr && *out) {
+    fs::copy_file(png, out, fs::copy_options::overwrite_existing);
+  }
+
+  // 2. The DOM after load, with the page's own verification attributes.
+  std::vector<std::string> dump = ChromiumArgs(dir_ / "profile-dom");
+  dump.push_back("--dump-dom");
+  dump.push_back("file://" + page.string());
+  const int dump_rc = RunWithTimeout(dump, dir_ / "dom.html", dir_ / "dom.err", 120);
+  const std::string dom = ReadFile(dir_ / "dom.html");
+  const std::string dom_log = ReadFile(dir_ / "dom.err");
+  ASSERT_EQ(dump_rc, 0) << dom_log;
+  EXPECT_TRUE(ConsoleLines(dom_log).empty()) << dom_log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(dom, m, std::regex("<body([^>]*)>"))) << dom.substr(0, 2000);
+  const std::string body = m[1];
+  EXPECT_NE(body.find("data-verified=\"yes\""), std::string::npos) << body;
+  EXPECT_NE(body.find("data-js-errors=\"0\""), std::string::npos) << body;
+  ASSERT_TRUE(std::regex_search(body, m, std::regex("data-charts=\"([0-9]+)\""))) << body;
+  const int charts = std::stoi(m[1]);
+  EXPECT_GE(charts, 7);  // time, 2 per-request CDFs, 2 latency CDFs, capacity, alignment
+  EXPECT_NE(body.find("data-charts-drawn=\"" + std::to_string(charts) + "\""), std::string::npos)
+      << body;
+  // Every chart by name, each with drawn elements.
+  int seen = 0;
+  const std::regex fig("data-chart=\"([a-z0-9-]+)\" data-drawn=\"([0-9]+)\"");
+  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), fig); it != std::sregex_iterator();
+       ++it) {
+    ++seen;
+    EXPECT_GT(std::stoi((*it)[2]), 0) << "chart " << (*it)[1] << " drew nothing";
+  }
+  EXPECT_EQ(seen, charts);
+  for (const char* id : {"hit-rate-over-time", "cdf-hit-fraction", "cdf-lost-to-alignment",
+                         "cdf-ttft", "cdf-e2e", "capacity-sweep", "alignment-curve"}) {
+    EXPECT_NE(dom.find(std::string("data-chart=\"") + id + "\""), std::string::npos) << id;
+  }
+}
+
+// replay --html: the same page for one run, no delta column.
+TEST_F(HtmlBrowserTest, ReplayPageHasNoDeltas) {
+  const fs::path page = dir_ / "replay.html";
+  const auto cli = testing::RunCli("replay --trace " PREFIXSIM_SOURCE_DIR
+                                   "/traces/sample_chat.jsonl --model kimi-k3-like --engine "
+                                   "kimi-k3-dspark --policy old --no-progress --html " +
+                                   page.string());
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  const std::string html = ReadFile(page);
+  EXPECT_EQ(html.find("&minus; old</th>"), std::string::npos);
+  EXPECT_NE(html.find("data-chart=\"alignment-curve\""), std::string::npos);
+  std::vector<std::string> dump = ChromiumArgs(dir_ / "profile");
+  dump.push_back("--dump-dom");
+  dump.push_back("file://" + page.string());
+  ASSERT_EQ(RunWithTimeout(dump, dir_ / "dom.html", dir_ / "dom.err", 120), 0)
+      << ReadFile(dir_ / "dom.err");
+  const std::string dom = ReadFile(dir_ / "dom.html");
+  EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
+  EXPECT_NE(dom.find("data-charts=\"7\" data-charts-drawn=\"7\""), std::string::npos)
+      << dom.substr(0, 400);
+  EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
+}
+
+}  // namespace
+}  // namespace prefixsim
