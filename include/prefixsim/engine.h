@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -189,6 +190,10 @@ struct ReplayResult {
   // index would give (every computed block published at the finest group block size, never
   // rounded to S) minus the real hit. What users mean by "the prefix lost to the LCM".
   int64_t lost_to_alignment_tokens = 0;
+  // Its per-request distribution over served requests (first admission): tokens lost -> number
+  // of requests. Exact and small (losses are multiples of a block size); kept whether or not
+  // per-request records are.
+  std::map<int64_t, int64_t> lost_to_alignment_requests;
   int64_t evicted_blocks = 0;
   int64_t cached_blocks = 0;
   int64_t preemptions = 0;

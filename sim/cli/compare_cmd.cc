@@ -63,8 +63,9 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     std::vector<std::thread> threads;
     for (size_t i = 0; i < plans.size(); ++i) {
       threads.emplace_back([&, i] {
-        results[i] = RunReplay(options->replay, loaded->model, loaded->engine, plans[i],
-                               i == 0 ? "compare" : "");
+        results[i] =
+            RunReplay(options->replay, loaded->model, loaded->engine, plans[i],
+                      i == 0 ? "compare" : "", /*keep_records=*/!options->html.html_path.empty());
       });
     }
     for (std::thread& t : threads) t.join();

@@ -10,6 +10,7 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/replay_common.h"
+#include "sim/cli/streamed_file.h"
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
 #include "sim/spec/acceptance_model.h"
@@ -51,7 +52,27 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("replay", plan.status());
       return;
     }
-    auto result = RunReplay(options->replay, loaded->model, loaded->engine, *plan, "replay");
+    // --csv without --html streams its rows as requests end (memory bounded by the requests in
+    // flight, not the trace); --html needs every record in memory anyway.
+    const bool stream_csv = !options->csv_path.empty() && options->html.html_path.empty();
+    std::unique_ptr<StreamedFile> csv_file;
+    std::function<void(const RequestRecord&)> sink;
+    if (stream_csv) {
+      auto opened = StreamedFile::Open(options->csv_path);
+      if (!opened.ok()) {
+        ctx.exit_code = ReportError("replay", opened.status());
+        return;
+      }
+      csv_file = *std::move(opened);
+      const EngineConfig& e = loaded->engine;
+      const bool fleet = e.fleet.replicas > 1 || e.fleet.auto_replicas;
+      WriteRequestsCsvHeader(fleet, csv_file->stream());
+      sink = [&csv_file, fleet](const RequestRecord& rec) {
+        WriteRequestCsvRow(rec, fleet, csv_file->stream());
+      };
+    }
+    auto result = RunReplay(options->replay, loaded->model, loaded->engine, *plan, "replay",
+                            /*keep_records=*/!options->html.html_path.empty(), sink);
     if (!result.ok()) {
       ctx.exit_code = ReportError("replay", result.status());
       return;
@@ -73,7 +94,13 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
         return;
       }
     }
-    if (!options->csv_path.empty()) {
+    if (csv_file != nullptr) {
+      absl::Status s = csv_file->Commit();
+      if (!s.ok()) {
+        ctx.exit_code = ReportError("replay", s);
+        return;
+      }
+    } else if (!options->csv_path.empty()) {
       std::ostringstream csv;
       WriteRequestsCsv(*result, csv);
       absl::Status s = WriteTextFile(options->csv_path, csv.str());

@@ -45,7 +45,8 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
 
 absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpec& model,
                                        const EngineConfig& engine, const KvPlan& plan,
-                                       const std::string& progress_label) {
+                                       const std::string& progress_label, bool keep_records,
+                                       std::function<void(const RequestRecord&)> record_sink) {
   TraceOptions trace_options = o.trace_options;
   trace_options.seed = o.seed;
   const TraceOpener open_trace = [&]() { return OpenTrace(o.trace, trace_options); };
@@ -53,6 +54,8 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   options.seed = o.seed;
   options.check_invariants = o.check_invariants;
   options.kv_fast_path = !o.no_fast_path;
+  options.record_requests = keep_records;
+  options.record_sink = std::move(record_sink);
   options.hit_rate_window_requests = o.hit_rate_window;
   options.cost_active_params = o.active_params;
   // A progress line on stderr, only for a terminal and only once the run has lasted a second.

@@ -3,6 +3,7 @@
 #define PREFIXSIM_SIM_CLI_REPLAY_COMMON_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -33,9 +34,13 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* options);
 // Opens the trace and replays it under `plan` (one thread; safe to call from several threads
 // with different plans). `progress_label` non-empty: a progress line on stderr when it is a
 // terminal and the run lasts more than a second.
+// Per-request records: kept in ReplayResult::per_request (`keep_records`, what --html needs), or
+// streamed to `record_sink` in trace order as requests end (--csv alone: memory stays bounded),
+// or neither.
 absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& options, const ModelSpec& model,
                                        const EngineConfig& engine, const KvPlan& plan,
-                                       const std::string& progress_label);
+                                       const std::string& progress_label, bool keep_records = true,
+                                       std::function<void(const RequestRecord&)> record_sink = {});
 
 // Writes `text` to `path` ("-" = stdout).
 absl::Status WriteTextFile(const std::string& path, const std::string& text);

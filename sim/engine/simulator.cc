@@ -238,6 +238,7 @@ void Simulator::Finish(SimRequest* r) {
   result.finished_requests += 1;
   result.prompt_tokens += r->request->prompt_tokens;
   result.output_tokens += r->num_outputs;
+  result.lost_to_alignment_requests[r->first_lost_to_alignment] += 1;
   const int64_t arrival = r->request->arrival_ns;
   totals_.ttft.Add(r->first_token_ns - arrival);
   totals_.e2e.Add(r->finish_ns - arrival);

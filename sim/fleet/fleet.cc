@@ -160,6 +160,9 @@ ReplayResult Fleet::Collect() {
     r.preempted_alignment_loss_tokens += c.preempted_alignment_loss_tokens;
     r.unpublished_alignment_tokens += c.unpublished_alignment_tokens;
     r.lost_to_alignment_tokens += c.lost_to_alignment_tokens;
+    for (const auto& [tokens, n] : c.lost_to_alignment_requests) {
+      r.lost_to_alignment_requests[tokens] += n;
+    }
     r.evicted_blocks += c.evicted_blocks;
     r.cached_blocks += c.cached_blocks;
     r.preemptions += c.preemptions;

@@ -10,22 +10,28 @@ std::string Ms(int64_t ns) {
 
 }  // namespace
 
-void WriteRequestsCsv(const ReplayResult& result, std::ostream& out) {
-  // A fleet adds the replica that served each request (one replica: no such column).
-  const bool fleet = result.fleet.has_value();
+void WriteRequestsCsvHeader(bool fleet, std::ostream& out) {
   out << "id,arrival_s,prompt_tokens,output_tokens,hit_tokens,alignment_loss_tokens,"
          "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,skipped"
       << (fleet ? ",replica\n" : "\n");
-  for (const RequestRecord& r : result.per_request) {
-    const bool served = r.finish_ns >= 0;
-    out << absl::StrFormat(
-        "%d,%.6f,%d,%d,%d,%d,%d,%s,%s,%d,%s", r.id, static_cast<double>(r.arrival_ns) / 1e9,
-        r.prompt_tokens, r.output_tokens, r.hit_tokens, r.alignment_loss_tokens,
-        r.lost_to_alignment_tokens, served ? Ms(r.first_token_ns - r.arrival_ns) : "",
-        served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
-    if (fleet) out << "," << r.replica;
-    out << "\n";
-  }
+}
+
+void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
+  const bool served = r.finish_ns >= 0;
+  out << absl::StrFormat("%d,%.6f,%d,%d,%d,%d,%d,%s,%s,%d,%s", r.id,
+                         static_cast<double>(r.arrival_ns) / 1e9, r.prompt_tokens, r.output_tokens,
+                         r.hit_tokens, r.alignment_loss_tokens, r.lost_to_alignment_tokens,
+                         served ? Ms(r.first_token_ns - r.arrival_ns) : "",
+                         served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
+  if (fleet) out << "," << r.replica;
+  out << "\n";
+}
+
+void WriteRequestsCsv(const ReplayResult& result, std::ostream& out) {
+  // A fleet adds the replica that served each request (one replica: no such column).
+  const bool fleet = result.fleet.has_value();
+  WriteRequestsCsvHeader(fleet, out);
+  for (const RequestRecord& r : result.per_request) WriteRequestCsvRow(r, fleet, out);
 }
 
 }  // namespace prefixsim

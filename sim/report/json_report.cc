@@ -48,30 +48,34 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
   return j;
 }
 
-// The per-request distribution over served requests (first admission), from per_request.
+// The per-request distribution over served requests (first admission); nearest-rank
+// percentiles of the exact counts.
 nlohmann::ordered_json LostToAlignmentJson(const ReplayResult& r) {
-  std::vector<int64_t> v;
-  for (const RequestRecord& rec : r.per_request) {
-    if (rec.skipped.empty()) v.push_back(rec.lost_to_alignment_tokens);
+  int64_t n = 0, with_loss = 0, sum = 0, max = 0;
+  for (const auto& [tokens, count] : r.lost_to_alignment_requests) {
+    n += count;
+    if (tokens > 0) with_loss += count;
+    sum += tokens * count;
+    max = std::max(max, tokens);
   }
-  std::sort(v.begin(), v.end());
   auto pct = [&](double q) -> int64_t {
-    if (v.empty()) return 0;
-    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
-    return v[std::min(i, v.size() - 1)];
+    if (n == 0) return 0;
+    const int64_t rank = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(q * static_cast<double>(n))));  // 1-based
+    int64_t seen = 0;
+    for (const auto& [tokens, count] : r.lost_to_alignment_requests) {
+      seen += count;
+      if (seen >= rank) return tokens;
+    }
+    return max;
   };
-  int64_t with_loss = 0, sum = 0;
-  for (int64_t x : v) {
-    with_loss += x > 0;
-    sum += x;
-  }
-  return {{"requests", static_cast<int64_t>(v.size())},
+  return {{"requests", n},
           {"requests_with_loss", with_loss},
-          {"mean_tokens", v.empty() ? 0.0 : static_cast<double>(sum) / v.size()},
+          {"mean_tokens", n == 0 ? 0.0 : static_cast<double>(sum) / static_cast<double>(n)},
           {"p50_tokens", pct(0.5)},
           {"p90_tokens", pct(0.9)},
           {"p99_tokens", pct(0.99)},
-          {"max_tokens", v.empty() ? 0 : v.back()}};
+          {"max_tokens", max}};
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_ti
 // One row per request: id, arrival, prompt tokens, hit tokens, loss to alignment, TTFT,
 // end-to-end, preemptions (DESIGN §4.5), plus output tokens and why a request was skipped.
 void WriteRequestsCsv(const ReplayResult& result, std::ostream& out);
+// The same, a row at a time (streamed as requests finish); `fleet` adds the replica column.
+void WriteRequestsCsvHeader(bool fleet, std::ostream& out);
+void WriteRequestCsvRow(const RequestRecord& record, bool fleet, std::ostream& out);
 
 // Comparison of several replays of one trace; deltas are against the first.
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
