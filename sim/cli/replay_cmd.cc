@@ -8,6 +8,7 @@
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/input_checks.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
@@ -38,12 +39,17 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--json", options->json_path, "write the JSON summary here (- = stdout)");
   cmd->add_option("--csv", options->csv_path, "write the per-request CSV here (- = stdout)");
   cmd->callback([options, &ctx] {
+    if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options);
+        !s.ok()) {
+      ctx.exit_code = ReportError("replay", s);
+      return;
+    }
     auto loaded = LoadModelAndEngine(options->replay.model_engine);
     if (!loaded.ok()) {
       ctx.exit_code = ReportError("replay", loaded.status());
       return;
     }
-    auto plan = ResolveKvPlan(loaded->model, loaded->engine, options->policy);
+    auto plan = ResolvePlanForServing(loaded->model, loaded->engine, options->policy);
     if (!plan.ok()) {
       ctx.exit_code = ReportError("replay", plan.status());
       return;
