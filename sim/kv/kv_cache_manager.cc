@@ -30,6 +30,10 @@ class KvCacheManager::Impl {
     bool has_pending = false;
     int64_t pending_hit = 0;
     std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
+    // The previous step of this request: where its verified (non-draft) tokens ended, and
+    // whether drafts rode along (a verify step). For mamba states under speculation.
+    int64_t prev_verified_end = 0;
+    bool prev_had_drafts = false;
   };
 
   Impl(const KvPlan& plan, const KvCacheOptions& options)
@@ -39,6 +43,9 @@ class KvCacheManager::Impl {
         coord_(plan, &pool_, options.num_reprefillable_tokens),
         caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
     fine_scratch_.resize(coord_.num_groups());
+    for (const KvGroup& g : plan.groups) {
+      if (g.kind == LayerKind::kMamba) mamba_block_size_ = g.block_size;
+    }
     if (plan.enable_prefix_caching && !caching_) {
       // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
       const int g = coord_.unhashable_group();
@@ -92,6 +99,8 @@ class KvCacheManager::Impl {
     for (auto& p : st.pending) p.clear();
     st.has_pending = false;
     st.pending_hit = 0;
+    st.prev_verified_end = 0;
+    st.prev_had_drafts = false;
   }
 
   void RemoveRequest(uint64_t id) {
@@ -203,6 +212,10 @@ class KvCacheManager::Impl {
     const int64_t total = std::min(local, cap);
     const int64_t main = total + num_new;
     const int64_t need = std::min(main + num_lookahead, cap);
+    if (caching_ && mamba_block_size_ > 0 && plan_.cache_mamba_spec_boundary_states &&
+        st.prev_had_drafts && !use_hit && total >= st.prev_verified_end) {
+      CacheSpecBoundaryState(st, total);
+    }
     // Free out-of-window blocks first (reference §10.1, §10.3).
     coord_.RemoveSkippedBlocks(st.groups.data(), total);
     const int64_t k = coord_.NumBlocksToAllocate(
@@ -256,12 +269,33 @@ class KvCacheManager::Impl {
             coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
       }
     }
+    st.prev_verified_end = std::min(total + num_new, st.num_tokens);
+    st.prev_had_drafts = st.prev_verified_end < main;
     if (options_.check_invariants) CheckInvariants();
     return true;
   }
 
+  // Mamba align mode under speculative decoding (docs/reference-notes.md §2): when accepted
+  // drafts of the previous verify step crossed a mamba block boundary b, vLLM's worker copies the
+  // state at b (kept per draft position in the speculative state blocks) into the block of b
+  // (postprocess_mamba), and the next allocate_slots publishes it. `total` counts the accepted
+  // drafts now. Done before RemoveSkippedBlocks frees that block (it stays hittable).
+  // Simplification: if the verify step spanned a whole block (1 + k > B), the block of b was
+  // never allocated here and the state is not cached.
+  void CacheSpecBoundaryState(RequestState& st, int64_t total) {
+    const int64_t b = kv::RoundDown(total, mamba_block_size_);
+    if (b <= 0 || b < st.prev_verified_end) return;
+    int64_t limit = 0;
+    for (int g = 0; g < coord_.num_groups(); ++g) limit = std::max(limit, coord_.CacheLimit(g, b));
+    if (limit <= 0) return;
+    EnsureHashes(st, limit / coord_.hash_block_size());
+    counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b);
+  }
+
   void Free(uint64_t id) {
     RequestState& st = State(id);
+    st.prev_verified_end = 0;
+    st.prev_had_drafts = false;
     coord_.FreeAll(st.groups.data());
     st.has_pending = false;
     for (auto& p : st.pending) p.clear();
@@ -297,6 +331,7 @@ class KvCacheManager::Impl {
 
   const KvPlan plan_;
   const KvCacheOptions options_;
+  int64_t mamba_block_size_ = 0;  // 0 without a mamba group
   kv::BlockPool pool_;
   kv::KvCacheCoordinator coord_;
   const bool caching_;
