@@ -38,6 +38,12 @@ std::vector<std::string> BuiltinBackendNames();
 enum class MambaCacheMode { kNone, kAlign, kAll };
 std::string_view MambaCacheModeName(MambaCacheMode mode);
 
+// Align mode under speculative decoding: whether the state at a block boundary that accepted
+// drafts cross inside a verify step is cached (vLLM's postprocess_mamba copies it into the
+// boundary's block; docs/reference-notes.md §2) or skipped (no state cached in such steps).
+enum class MambaSpecBoundaryStates { kCached, kSkipped };
+std::string_view MambaSpecBoundaryStatesName(MambaSpecBoundaryStates mode);
+
 // How the number of accepted draft tokens per verification step is drawn.
 struct AcceptanceConfig {
   std::string model = "geometric";  // geometric | per_position | empirical | trace
@@ -92,6 +98,7 @@ struct EngineConfig {
   int64_t long_prefill_token_threshold = 0;
   std::optional<int> prefix_match_unit;
   MambaCacheMode mamba_cache_mode = MambaCacheMode::kAlign;
+  MambaSpecBoundaryStates mamba_spec_boundary_states = MambaSpecBoundaryStates::kCached;
   // KV cache dtype for models that do not give one per layer (HuggingFace configs); native model
   // JSON carries its dtype per layer. Unset: the checkpoint's (bf16 for most).
   std::optional<KvDtype> kv_cache_dtype;

@@ -29,6 +29,19 @@ struct KvGroup {
   bool drafter() const { return num_drafter_layers > 0; }
 };
 
+// vLLM's startup memory check (reference §1, §2.3, §6.4): one request of max_model_len must fit
+// in the KV memory actually available. Performed only when the pool size comes from
+// kv_cache_bytes: vLLM applies num_gpu_blocks_override after the check, so a given
+// num_gpu_blocks is never refused (requests that cannot fit are skipped as does_not_fit).
+struct StartupCheck {
+  bool performed = false;  // false with num_gpu_blocks
+  bool ok = true;
+  std::string message;  // the startup error when !ok: both numbers and the two remedies
+  // The largest max_model_len whose request fits (vLLM's "estimated maximum model length");
+  // 0 when not performed or when not even one token fits.
+  int64_t max_fitting_model_len = 0;
+};
+
 struct KvPlan {
   std::string policy;
   std::vector<KvGroup> groups;
@@ -47,14 +60,24 @@ struct KvPlan {
   // Lookahead tokens the speculative method reserves per decode step (reference §11).
   int num_lookahead_tokens = 0;
   int64_t max_model_len = 0;
+  StartupCheck startup_check;
+  // Align-mode mamba under speculative decoding: cache the state at a block boundary crossed by
+  // accepted drafts in a verify step (engine mamba_spec_boundary_states, reference notes §2).
+  bool cache_mamba_spec_boundary_states = true;
   bool hybrid() const { return groups.size() > 1; }
   std::vector<std::string> warnings;
 };
 
-// Computes the plan. Errors (InvalidArgument) for configurations vLLM refuses at startup.
+// Computes the plan. Errors (InvalidArgument) for configurations vLLM refuses at startup while
+// forming the groups and granularities. The memory check is not an error here: its result is
+// `startup_check`, so that a plan can always be shown; see CheckStartupMemory.
 // `policy` names a registered block-size policy.
 absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
                                      std::string_view policy);
+
+// The startup memory check as vLLM enforces it before serving: InvalidArgument with
+// `startup_check.message` when it was performed and failed, OK otherwise.
+absl::Status CheckStartupMemory(const KvPlan& plan);
 
 }  // namespace prefixsim
 

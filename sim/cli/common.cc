@@ -39,6 +39,9 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
       ->check(CLI::NonNegativeNumber);
   g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                 "KV dtype for HuggingFace configs: auto, bf16, fp16, fp8, fp32");
+  g->add_option("--mamba-spec-boundary-states", o.mamba_spec_boundary_states,
+                "align-mode mamba states at block boundaries crossed inside a verify step: "
+                "cached (vLLM) or skipped");
   g->add_option("--speculative-method", o.speculative_method, "eagle, eagle3, mtp, dspark, ...");
   g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
   g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
@@ -121,6 +124,17 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
             "flag --kv-cache-dtype: unknown dtype '", *o.kv_cache_dtype,
             "' (known: auto, bf16, fp16, fp8, fp32)"));
       }
+    }
+  }
+  if (o.mamba_spec_boundary_states) {
+    if (*o.mamba_spec_boundary_states == "cached") {
+      engine.mamba_spec_boundary_states = MambaSpecBoundaryStates::kCached;
+    } else if (*o.mamba_spec_boundary_states == "skipped") {
+      engine.mamba_spec_boundary_states = MambaSpecBoundaryStates::kSkipped;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --mamba-spec-boundary-states: unknown value '",
+                       *o.mamba_spec_boundary_states, "' (known: cached, skipped)"));
     }
   }
   if (o.num_speculative_tokens) {

@@ -28,6 +28,7 @@ struct EngineOverrides {
   std::optional<int64_t> num_speculative_tokens;
   std::optional<std::string> speculative_method;
   std::optional<std::string> kv_cache_dtype;
+  std::optional<std::string> mamba_spec_boundary_states;
   std::optional<bool> enable_prefix_caching;
   std::optional<bool> enable_chunked_prefill;
   bool no_speculative = false;

@@ -13,6 +13,7 @@
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/html_page.h"
+#include "sim/cli/input_checks.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
 
@@ -44,6 +45,11 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("compare", absl::InvalidArgumentError("--policies is empty"));
       return;
     }
+    if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options);
+        !s.ok()) {
+      ctx.exit_code = ReportError("compare", s);
+      return;
+    }
     auto loaded = LoadModelAndEngine(options->replay.model_engine);
     if (!loaded.ok()) {
       ctx.exit_code = ReportError("compare", loaded.status());
@@ -51,7 +57,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     }
     std::vector<KvPlan> plans;
     for (const std::string& policy : policies) {
-      auto plan = ResolveKvPlan(loaded->model, loaded->engine, policy);
+      auto plan = ResolvePlanForServing(loaded->model, loaded->engine, policy);
       if (!plan.ok()) {
         ctx.exit_code = ReportError("compare", plan.status());
         return;

@@ -9,6 +9,7 @@
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/html_page.h"
+#include "sim/cli/input_checks.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cli/streamed_file.h"
 #include "sim/cost/cost_model.h"
@@ -42,12 +43,17 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--csv", options->csv_path, "write the per-request CSV here (- = stdout)");
   AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
+    if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options);
+        !s.ok()) {
+      ctx.exit_code = ReportError("replay", s);
+      return;
+    }
     auto loaded = LoadModelAndEngine(options->replay.model_engine);
     if (!loaded.ok()) {
       ctx.exit_code = ReportError("replay", loaded.status());
       return;
     }
-    auto plan = ResolveKvPlan(loaded->model, loaded->engine, options->policy);
+    auto plan = ResolvePlanForServing(loaded->model, loaded->engine, options->policy);
     if (!plan.ok()) {
       ctx.exit_code = ReportError("replay", plan.status());
       return;

@@ -16,6 +16,7 @@ void AddResolveCommand(CLI::App& app, CommandContext& ctx) {
     ModelEngineOptions model_engine;
     std::string policy = "new";
     bool json = false;
+    bool strict = false;
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -25,6 +26,8 @@ void AddResolveCommand(CLI::App& app, CommandContext& ctx) {
                   "block-size policy: " + absl::StrJoin(RegisteredPolicyNames(), ", "))
       ->capture_default_str();
   cmd->add_flag("--json", options->json, "print the kv_plan JSON instead of the table");
+  cmd->add_flag("--strict", options->strict,
+                "exit 2 when vLLM's startup memory check fails (default: a warning on stderr)");
   cmd->callback([options, &ctx] {
     auto loaded = LoadModelAndEngine(options->model_engine);
     if (!loaded.ok()) {
@@ -36,11 +39,23 @@ void AddResolveCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("resolve", plan.status());
       return;
     }
+    // The plan is always printed; the startup memory check (reference §1, §6.4) is reported
+    // after it, as a warning unless --strict.
     if (options->json) {
-      std::cout << KvPlanToJson(*plan).dump(2) << "\n";
+      nlohmann::ordered_json j = KvPlanToJson(*plan);
+      j["startup_check"] = StartupCheckToJson(plan->startup_check);
+      std::cout << j.dump(2) << "\n";
     } else {
       std::cout << "model " << loaded->model.name << "   engine " << loaded->engine.source << "\n";
       std::cout << FormatKvPlan(*plan);
+    }
+    const absl::Status startup = CheckStartupMemory(*plan);
+    if (!startup.ok()) {
+      std::cerr << "prefixsim resolve: " << (options->strict ? "error" : "warning")
+                << ": startup check failed (replay and compare refuse this plan): "
+                << startup.message() << "\n";
+      ctx.exit_code = options->strict ? kExitBadInput : kExitOk;
+      return;
     }
     ctx.exit_code = kExitOk;
   });

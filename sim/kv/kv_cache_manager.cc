@@ -39,6 +39,10 @@ class KvCacheManager::Impl {
     std::array<int64_t, 8> quiet_ranges{};
     bool quiet_valid = false;
     int64_t shadow_held = 0;  // U-blocks [0, shadow_held) held in the shadow index
+    // The previous step of this request: where its verified (non-draft) tokens ended, and
+    // whether drafts rode along (a verify step). For mamba states under speculation.
+    int64_t prev_verified_end = 0;
+    bool prev_had_drafts = false;
   };
 
   Impl(const KvPlan& plan, const KvCacheOptions& options)
@@ -77,6 +81,9 @@ class KvCacheManager::Impl {
       add(m, 1);
     }
     if (caching_) MakeShadow();
+    for (const KvGroup& g : plan.groups) {
+      if (g.kind == LayerKind::kMamba) mamba_block_size_ = g.block_size;
+    }
     if (plan.enable_prefix_caching && !caching_) {
       // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
       const int g = coord_.unhashable_group();
@@ -176,6 +183,8 @@ class KvCacheManager::Impl {
     st.pending_hit = 0;
     st.quiet_valid = false;
     st.shadow_held = 0;
+    st.prev_verified_end = 0;
+    st.prev_had_drafts = false;
   }
 
   void RemoveRequest(uint64_t id) {
@@ -300,11 +309,21 @@ class KvCacheManager::Impl {
         0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
     const bool quiet = !use_hit && options_.fast_path && st.quiet_valid &&
                        InRanges(st.quiet_ranges, total, main, need, n);
+    const int64_t prev_verified_end = st.prev_verified_end;
+    const bool prev_had_drafts = st.prev_had_drafts;
+    st.prev_verified_end = std::min(total + num_new, st.num_tokens);
+    st.prev_had_drafts = st.prev_verified_end < main;
     if (quiet && !options_.check_invariants) return true;
     // With invariant checks, a quiet call still runs the full path below and checks that it
     // changes nothing: the fast path's claim is verified wherever the checker runs.
     const int64_t quiet_free = pool_.num_free(), quiet_cached = pool_.num_cached_entries();
     const int64_t quiet_allocated = counters_.allocated_blocks;
+    // A mamba boundary crossed by the drafts the last verify step accepted: its state is
+    // cached now (a boundary moves `total` across a block, so such a call is never quiet).
+    if (caching_ && mamba_block_size_ > 0 && plan_.cache_mamba_spec_boundary_states &&
+        prev_had_drafts && !use_hit && total >= prev_verified_end) {
+      CacheSpecBoundaryState(st, total, prev_verified_end);
+    }
     // Free out-of-window blocks first (reference §10.1, §10.3).
     coord_.RemoveSkippedBlocks(st.groups.data(), total);
     const int64_t k = coord_.NumBlocksToAllocate(
@@ -312,6 +331,9 @@ class KvCacheManager::Impl {
     if (k > pool_.num_free()) {
       PREFIXSIM_CHECK(!quiet);
       st.quiet_valid = false;
+      // Nothing ran: the previous step is still the last one.
+      st.prev_verified_end = prev_verified_end;
+      st.prev_had_drafts = prev_had_drafts;
       if (options_.check_invariants) CheckInvariants();
       return false;
     }
@@ -374,9 +396,28 @@ class KvCacheManager::Impl {
     return true;
   }
 
+  // Mamba align mode under speculative decoding (docs/reference-notes.md §2): when accepted
+  // drafts of the previous verify step crossed a mamba block boundary b, vLLM's worker copies the
+  // state at b (kept per draft position in the speculative state blocks) into the block of b
+  // (postprocess_mamba), and the next allocate_slots publishes it. `total` counts the accepted
+  // drafts now. Done before RemoveSkippedBlocks frees that block (it stays hittable).
+  // Simplification: if the verify step spanned a whole block (1 + k > B), the block of b was
+  // never allocated here and the state is not cached.
+  void CacheSpecBoundaryState(RequestState& st, int64_t total, int64_t prev_verified_end) {
+    const int64_t b = kv::RoundDown(total, mamba_block_size_);
+    if (b <= 0 || b < prev_verified_end) return;
+    int64_t limit = 0;
+    for (int g = 0; g < coord_.num_groups(); ++g) limit = std::max(limit, coord_.CacheLimit(g, b));
+    if (limit <= 0) return;
+    EnsureHashes(st, limit / coord_.hash_block_size());
+    counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b);
+  }
+
   void Free(uint64_t id) {
     RequestState& st = State(id);
     st.quiet_valid = false;
+    st.prev_verified_end = 0;
+    st.prev_had_drafts = false;
     coord_.FreeAll(st.groups.data());
     if (shadow_) shadow_->Release(st.hashes.data(), &st.shadow_held);
     st.has_pending = false;
@@ -413,6 +454,7 @@ class KvCacheManager::Impl {
 
   const KvPlan plan_;
   const KvCacheOptions options_;
+  int64_t mamba_block_size_ = 0;  // 0 without a mamba group
   kv::BlockPool pool_;
   kv::KvCacheCoordinator coord_;
   const bool caching_;

@@ -7,7 +7,8 @@
 // With partial hits (A = H < B), states are also cached at H boundaries inside a block, under
 // the fine hash, and a hit may end there; a cached state block is never written again: a step
 // that continues in it gets a fresh block (the checkpoint / copy-on-write of §10.1).
-// Simplifications: no speculative state blocks, and no "cached in the same step" refusal.
+// Simplifications: no speculative state blocks, and no "cached in the same step" refusal. The
+// state at a boundary crossed by accepted drafts is cached by KvCacheManager (reference notes §2).
 #include <algorithm>
 
 #include "sim/kv/single_type_manager.h"

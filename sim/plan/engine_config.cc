@@ -215,6 +215,10 @@ std::string_view MambaCacheModeName(MambaCacheMode mode) {
   return "?";
 }
 
+std::string_view MambaSpecBoundaryStatesName(MambaSpecBoundaryStates mode) {
+  return mode == MambaSpecBoundaryStates::kCached ? "cached" : "skipped";
+}
+
 int SpeculativeConfig::LookaheadTokens() const {
   if (!enabled) return 0;
   // Reference §11: ngram/suffix/medusa proposers need no lookahead KV slots.
@@ -290,6 +294,18 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
     } else {
       return doc.Error("mamba_cache_mode", absl::StrCat("unknown mode '", *mode,
                                                         "' (known: none, align, all)"));
+    }
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(auto spec_states,
+                             doc.OptionalString(root, "", "mamba_spec_boundary_states"));
+  if (spec_states) {
+    if (*spec_states == "cached") {
+      engine.mamba_spec_boundary_states = MambaSpecBoundaryStates::kCached;
+    } else if (*spec_states == "skipped") {
+      engine.mamba_spec_boundary_states = MambaSpecBoundaryStates::kSkipped;
+    } else {
+      return doc.Error("mamba_spec_boundary_states",
+                       absl::StrCat("unknown value '", *spec_states, "' (known: cached, skipped)"));
     }
   }
   PREFIXSIM_ASSIGN_OR_RETURN(auto kv_dtype, doc.OptionalString(root, "", "kv_cache_dtype"));

@@ -6,6 +6,15 @@
 
 namespace prefixsim {
 
+nlohmann::ordered_json StartupCheckToJson(const StartupCheck& check) {
+  nlohmann::ordered_json j;
+  j["performed"] = check.performed;
+  j["ok"] = check.ok;
+  j["message"] = check.message;
+  j["max_fitting_model_len"] = check.max_fitting_model_len;
+  return j;
+}
+
 nlohmann::ordered_json KvPlanToJson(const KvPlan& plan) {
   nlohmann::ordered_json groups = nlohmann::ordered_json::array();
   for (const KvGroup& g : plan.groups) {

@@ -10,6 +10,8 @@
 namespace prefixsim {
 
 nlohmann::ordered_json KvPlanToJson(const KvPlan& plan);
+// The startup memory check (reference §1, §6.4): {performed, ok, message, max_fitting_model_len}.
+nlohmann::ordered_json StartupCheckToJson(const StartupCheck& check);
 std::string FormatKvPlan(const KvPlan& plan);
 
 }  // namespace prefixsim

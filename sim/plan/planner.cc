@@ -143,6 +143,8 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   plan.enable_prefix_caching = engine.enable_prefix_caching;
   plan.max_model_len = engine.max_model_len;
   plan.num_lookahead_tokens = engine.speculative.LookaheadTokens();
+  plan.cache_mamba_spec_boundary_states =
+      engine.mamba_spec_boundary_states == MambaSpecBoundaryStates::kCached;
   const bool speculative = engine.speculative.enabled;
 
   // Concrete layers; drafter layers exist only with speculative decoding.
@@ -375,20 +377,47 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   } else {
     plan.num_blocks = *engine.kv_cache_bytes / plan.bytes_per_block;
   }
-  if (plan.num_blocks < 2) {
-    return bad(absl::StrFormat(
-        "kv_cache_bytes gives %d blocks of %d bytes; at least 2 are needed (one is the null "
-        "block)",
-        plan.num_blocks, plan.bytes_per_block));
-  }
   for (const KvGroup& g : plan.groups) {
     plan.blocks_per_max_len_request += MaxPagesPerRequest(g, engine, plan.num_lookahead_tokens);
   }
-  if (plan.blocks_per_max_len_request > plan.num_blocks - 1) {
-    return bad(absl::StrFormat(
-        "the KV cache (%d usable blocks) cannot hold one request of max_model_len %d, which "
-        "needs %d blocks; raise kv_cache_bytes or lower max_model_len",
-        plan.num_blocks - 1, engine.max_model_len, plan.blocks_per_max_len_request));
+  // Reference §1 / §6.4: vLLM checks that one max_model_len request fits the available memory
+  // (the null block's bytes subtracted), then applies num_gpu_blocks_override. So the check runs
+  // only when the pool comes from kv_cache_bytes, and a failure is reported, not fatal here.
+  if (!engine.num_gpu_blocks) {
+    StartupCheck& check = plan.startup_check;
+    check.performed = true;
+    const int64_t usable = std::max<int64_t>(0, plan.num_blocks - 1);
+    auto blocks_for = [&](int64_t len) {
+      EngineConfig e = engine;
+      e.max_model_len = len;
+      int64_t blocks = 0;
+      for (const KvGroup& g : plan.groups) {
+        blocks += MaxPagesPerRequest(g, e, plan.num_lookahead_tokens);
+      }
+      return blocks;
+    };
+    // Largest max_model_len that fits (the bound is monotone in the length).
+    int64_t lo = 0, hi = engine.max_model_len;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo + 1) / 2;
+      if (blocks_for(mid) <= usable) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    check.max_fitting_model_len = lo;
+    if (plan.blocks_per_max_len_request > usable) {
+      check.ok = false;
+      check.message = absl::StrFormat(
+          "%s with %s: to serve one request of max_model_len %d the KV cache needs %d blocks "
+          "(%d bytes), more than the %d usable blocks (%d bytes) that kv_cache_bytes %d gives "
+          "(%d bytes per block, one block is the null block). Largest max_model_len that fits: "
+          "%d. Raise kv_cache_bytes or lower max_model_len.",
+          model.source.empty() ? model.name : model.source, engine.source, engine.max_model_len,
+          plan.blocks_per_max_len_request, plan.blocks_per_max_len_request * plan.bytes_per_block,
+          usable, usable * plan.bytes_per_block, *engine.kv_cache_bytes, plan.bytes_per_block, lo);
+    }
   }
 
   // §7: scheduler and hash granularities, hit alignment.
@@ -475,6 +504,11 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
     }
   }
   return plan;
+}
+
+absl::Status CheckStartupMemory(const KvPlan& plan) {
+  if (!plan.startup_check.performed || plan.startup_check.ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(plan.startup_check.message);
 }
 
 }  // namespace prefixsim

@@ -309,6 +309,42 @@ TEST(KvCacheManagerTest, MambaHitNeedsStateAtBoundary) {
   Finish(m, c);
 }
 
+// docs/reference-notes.md §2 (vLLM's postprocess_mamba, mamba_state_copy_boundary): a verify
+// step whose accepted drafts cross a mamba block boundary leaves the state at that boundary in
+// the boundary's block, and the next allocation publishes it ("cached"); "skipped" keeps the old
+// simplification (no state from a step with drafts). Full B = 8, mamba B = 8, S = H = A = 8.
+int64_t FollowUpHitAfterVerifyStep(bool cache_spec_states) {
+  KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 32, 8, 8, 8);
+  plan.cache_mamba_spec_boundary_states = cache_spec_states;
+  KvCacheManager m(plan, Checked());
+  // Prompt 1..12, then the outputs 13..20 (known content, so a follow-up can share them).
+  Request a = Literal(1, Iota(12), 8);
+  a.literal_tokens = Iota(20);
+  ContentSegment out;
+  out.offset = 12;
+  out.length = 8;
+  a.output.push_back(out);
+  m.AddRequest(&a);
+  m.GetComputedBlocks(1);
+  EXPECT_TRUE(m.AllocateSlots(1, 0, 8, 0, 0));   // prefill chunk: state cached at 8
+  EXPECT_TRUE(m.AllocateSlots(1, 8, 4, 0, 0));   // rest of the prompt: 12
+  m.SetNumTokens(1, 13);                         // the sampled token
+  EXPECT_TRUE(m.AllocateSlots(1, 12, 4, 0, 3));  // verify 1 + 3 drafts: 12..16, crosses 16
+  m.SetNumTokens(1, 17);                         // all 3 accepted + the bonus token
+  EXPECT_TRUE(m.AllocateSlots(1, 16, 4, 0, 3));  // the next verify step
+  Finish(m, a);
+  const Request b = Literal(2, Iota(20));
+  const int64_t hit = Prefill(m, b).hit_tokens;
+  Finish(m, b);
+  return hit;
+}
+
+TEST(KvCacheManagerTest, MambaStateAtBoundaryCrossedInVerifyStep) {
+  EXPECT_EQ(FollowUpHitAfterVerifyStep(/*cache_spec_states=*/true), 16);
+  EXPECT_EQ(FollowUpHitAfterVerifyStep(/*cache_spec_states=*/false), 8);
+}
+
 // reference §9.4: unitary EAGLE drops the last matched block.
 TEST(KvCacheManagerTest, UnitaryEagleDrop) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16, 0, /*eagle=*/true), Checked());

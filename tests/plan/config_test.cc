@@ -117,6 +117,18 @@ TEST(EngineJsonTest, NgramReservesNoLookahead) {
   EXPECT_EQ(engine->speculative.LookaheadTokens(), 0);
 }
 
+// Reference notes §2: mamba states at boundaries crossed inside a verify step; default cached.
+TEST(EngineJsonTest, MambaSpecBoundaryStates) {
+  auto engine = ParseEngineJson(R"({"num_gpu_blocks": 10})", "e.json");
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(engine->mamba_spec_boundary_states, MambaSpecBoundaryStates::kCached);
+  engine = ParseEngineJson(R"({"num_gpu_blocks": 10, "mamba_spec_boundary_states": "skipped"})",
+                           "e.json");
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(engine->mamba_spec_boundary_states, MambaSpecBoundaryStates::kSkipped);
+  EXPECT_EQ(MambaSpecBoundaryStatesName(engine->mamba_spec_boundary_states), "skipped");
+}
+
 class BadEngineTest : public ::testing::TestWithParam<BadModelCase> {};
 
 TEST_P(BadEngineTest, NamesFileAndField) {
@@ -130,7 +142,8 @@ TEST_P(BadEngineTest, NamesFileAndField) {
 INSTANTIATE_TEST_SUITE_P(
     Errors, BadEngineTest,
     ::testing::Values(
-        BadModelCase{R"({"block_size": 0, "num_gpu_blocks": 10})", "field 'block_size': must be >= 1"},
+        BadModelCase{R"({"block_size": 0, "num_gpu_blocks": 10})",
+                     "field 'block_size': must be >= 1"},
         BadModelCase{R"({"block_size": 16})", "field 'kv_cache_bytes': missing"},
         BadModelCase{R"({"num_gpu_blocks": 10, "backends": {"mla": "NOPE"}})",
                      "field 'backends.mla': unknown attention backend 'NOPE'"},
@@ -140,6 +153,9 @@ INSTANTIATE_TEST_SUITE_P(
                      "field 'prefix_match_unit': must be >= 1"},
         BadModelCase{R"({"num_gpu_blocks": 10, "mamba_cache_mode": "some"})",
                      "field 'mamba_cache_mode': unknown mode"},
+        BadModelCase{R"({"num_gpu_blocks": 10, "mamba_spec_boundary_states": "kept"})",
+                     "field 'mamba_spec_boundary_states': unknown value 'kept' (known: cached, "
+                     "skipped)"},
         BadModelCase{R"({"num_gpu_blocks": 10, "speculative": {"method": "dspark",
                         "num_speculative_tokens": 3, "acceptance": {"model": "per_position",
                         "rates": [0.8]}}})",

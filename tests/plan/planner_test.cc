@@ -221,12 +221,46 @@ TEST(PlannerTest, NumGpuBlocksReplacesMemory) {
   EXPECT_EQ(plan.num_blocks, 100);
 }
 
-TEST(PlannerTest, TooLittleMemoryForOneRequestIsAnError) {
+// Reference §1 / §6.4: vLLM applies num_gpu_blocks_override after its startup memory check, so a
+// small block count is never refused (requests that cannot fit are skipped as does_not_fit).
+TEST(PlannerTest, NumGpuBlocksSkipsTheStartupMemoryCheck) {
   EngineConfig engine = Engine("llama-3.1-8b");
-  engine.num_gpu_blocks = 100;  // 99 usable blocks of 16 tokens < 131072 / 16
+  engine.num_gpu_blocks = 9;  // 8 usable blocks of 16 tokens < 4096 / 16
+  engine.max_model_len = 4096;
   auto plan = ResolveKvPlan(Preset("llama-3.1-8b-layout"), engine, "new");
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->num_blocks, 9);
+  EXPECT_EQ(plan->blocks_per_max_len_request, 256);
+  EXPECT_FALSE(plan->startup_check.performed);
+  EXPECT_TRUE(plan->startup_check.ok);
+  EXPECT_TRUE(CheckStartupMemory(*plan).ok());
+}
+
+// Reference §1 / §2.3 / §6.4: with kv_cache_bytes the check runs (null block subtracted) and its
+// failure is reported in the plan, not as a planning error; CheckStartupMemory turns it into
+// vLLM's startup error naming both numbers and the two remedies.
+TEST(PlannerTest, TooLittleMemoryForOneRequestFailsTheStartupCheck) {
+  EngineConfig engine = Engine("llama-3.1-8b");
+  const int64_t bytes_per_block = 32 * 16 * 4096;  // 32 layers x 16 tokens x 4096 B/token
+  engine.kv_cache_bytes = 10 * bytes_per_block;    // 10 blocks, 9 usable = 144 tokens
+  engine.max_model_len = 4096;
+  auto plan = ResolveKvPlan(Preset("llama-3.1-8b-layout"), engine, "new");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->num_blocks, 10);
+  EXPECT_TRUE(plan->startup_check.performed);
+  EXPECT_FALSE(plan->startup_check.ok);
+  EXPECT_EQ(plan->startup_check.max_fitting_model_len, 9 * 16);
+  const absl::Status s = CheckStartupMemory(*plan);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  for (const char* part : {"max_model_len 4096", "256 blocks", "9 usable blocks",
+                           "Raise kv_cache_bytes or lower max_model_len", "fits: 144"}) {
+    EXPECT_NE(s.message().find(part), absl::string_view::npos) << part << ": " << s.message();
+  }
+  engine.kv_cache_bytes = 257 * bytes_per_block;  // exactly one request of 4096 tokens + null
+  plan = ResolveKvPlan(Preset("llama-3.1-8b-layout"), engine, "new");
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->startup_check.ok);
+  EXPECT_EQ(plan->startup_check.max_fitting_model_len, 4096);
 }
 
 TEST(PlannerTest, UnknownPolicyIsAnError) {

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Issue 15's targets, measured side by side in one run (the machines are noisy: compare ratios,
+# not absolute times):
+#  1. whole-process wall time of the full DES replay of the Mooncake conversation trace
+#     (Kimi-K3-like + DSpark, 1 TiB of KV: new, old, and new without speculation) over that of the
+#     plain Python LRU (../shared/bench/py_lru_baseline.py) over the same trace; best of N runs each;
+#  2. with MEMORY=1: peak RSS of `replay --csv` on generated chat traces of 10k and 1M requests
+#     (same generator and rate); the 1M trace is generated once into $TMPDIR (~220 MB).
+# Usage: bench/perf_targets.sh [build dir]   (env RUNS=N, default 5; MEMORY=1)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+runs=${RUNS:-5}
+shared=../shared
+trace=$shared/traces/real/mooncake_conversation_trace.jsonl
+[ -f "$trace" ] || { echo "skip: $trace not found"; exit 0; }
+
+timing=$(mktemp)
+trap 'rm -f "$timing"' EXIT
+best() {  # best wall time in seconds of "$@" over $runs runs
+  local best=""
+  for _ in $(seq "$runs"); do
+    local t
+    /usr/bin/time -f "%e" -o "$timing" "$@" >/dev/null 2>&1
+    t=$(tail -n 1 "$timing")
+    if [ -z "$best" ] || awk "BEGIN{exit !($t < $best)}"; then best=$t; fi
+  done
+  echo "$best"
+}
+
+py=$(best python3 "$shared/bench/py_lru_baseline.py" "$trace")
+echo "python LRU baseline: ${py} s"
+replay=("$build/prefixsim" replay --trace "$trace" --model kimi-k3-like --no-progress
+        --kv-cache-bytes 1099511627776)
+for variant in "new:--engine kimi-k3-dspark --policy new" "old:--engine kimi-k3-dspark --policy old" \
+               "no-spec:--engine kimi-k3 --policy new"; do
+  name=${variant%%:*}
+  # shellcheck disable=SC2086
+  t=$(best "${replay[@]}" ${variant#*:})
+  echo "prefixsim replay ($name): ${t} s, ratio $(awk "BEGIN{printf \"%.2f\", $t / $py}") (target <= 1.0)"
+done
+
+if [ "${MEMORY:-0}" = 1 ]; then
+  tmp=${TMPDIR:-/tmp}
+  for n in 10000 1000000; do
+    t=$tmp/prefixsim_chat_$n.jsonl
+    [ -f "$t" ] || "$build/prefixsim" gen-trace --kind chat --seed 1 --requests $n --out "$t" >/dev/null
+    /usr/bin/time -f "%M" -o "$timing" "$build/prefixsim" replay --trace "$t" --model kimi-k3-like \
+      --engine kimi-k3-dspark --policy new --no-progress --csv "$tmp/prefixsim_chat_$n.csv" \
+      >/dev/null 2>&1
+    rss=$(tail -n 1 "$timing")
+    echo "peak RSS, $n requests with --csv: ${rss} KB"
+    eval "rss_$n=$rss"
+  done
+  echo "ratio 1M / 10k: $(awk "BEGIN{printf \"%.2f\", $rss_1000000 / $rss_10000}") (target <= 1.2)"
+fi

@@ -1,0 +1,28 @@
+// Input checks of `prefixsim replay` and `prefixsim compare`, in the order a user reads the
+// command line: the trace file exists and its first record parses, then the model and engine,
+// then the plan, then capacity (vLLM's startup memory check, reference §1, §6.4).
+#ifndef PREFIXSIM_SIM_CLI_INPUT_CHECKS_H_
+#define PREFIXSIM_SIM_CLI_INPUT_CHECKS_H_
+
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/trace.h"
+
+namespace prefixsim::cli {
+
+// NotFound "<path>: no such file" when the trace does not exist; otherwise opens it with
+// `options` and reads its first request, so that a bad format or record is reported before
+// any planning.
+absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options);
+
+// ResolveKvPlan, then the startup memory check: a plan that vLLM would refuse to start with
+// (kv_cache_bytes too small for one max_model_len request) is an error for a replay.
+absl::StatusOr<KvPlan> ResolvePlanForServing(const ModelSpec& model, const EngineConfig& engine,
+                                             std::string_view policy);
+
+}  // namespace prefixsim::cli
+
+#endif  // PREFIXSIM_SIM_CLI_INPUT_CHECKS_H_
