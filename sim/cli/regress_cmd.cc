@@ -83,6 +83,11 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
     }
     std::cout << "regress: " << suite->points.size() << " points, "
               << (report->regressed ? "REGRESSED" : "all within tolerance") << "\n";
+    if (report->regressed) {
+      std::cout << "regress: if the change is intended, update the baseline and commit it: "
+                   "prefixsim regress --suite "
+                << o->suite << " --baseline " << o->baseline << " --update\n";
+    }
     ctx.exit_code = report->regressed ? kExitRegressed : kExitOk;
   });
 }

@@ -559,8 +559,8 @@ absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions
   return stats;
 }
 
-absl::Status MergeSweepDirs(const std::vector<std::string>& dirs, const std::string& out_dir,
-                            bool require_complete) {
+static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const std::string& out_dir,
+                                   bool require_complete) {
   // index -> (file name, document)
   std::map<int64_t, std::pair<std::string, Json>> points;
   std::map<int64_t, std::string> texts;  // the point files' bytes, copied as they are
@@ -698,9 +698,9 @@ Json BaselineJson(const Scenario& suite, const std::vector<Json>& summaries) {
   return b;
 }
 
-absl::StatusOr<RegressReport> CompareWithBaseline(const Scenario& suite,
-                                                  const std::vector<Json>& summaries,
-                                                  const std::string& baseline_path) {
+static absl::StatusOr<RegressReport> CompareUnchecked(const Scenario& suite,
+                                                      const std::vector<Json>& summaries,
+                                                      const std::string& baseline_path) {
   PREFIXSIM_ASSIGN_OR_RETURN(Json b, ReadJsonFile(baseline_path));
   if (!b.is_object() || !b.contains("suite") || !b["suite"].is_string()) {
     return FieldError(baseline_path, "suite", "missing (not a regress baseline)");
@@ -755,6 +755,29 @@ absl::StatusOr<RegressReport> CompareWithBaseline(const Scenario& suite,
     }
   }
   return report;
+}
+
+// Point files and baselines are JSON written by us, but may have been edited: a field of the
+// wrong type is bad input, not a crash.
+absl::Status MergeSweepDirs(const std::vector<std::string>& dirs, const std::string& out_dir,
+                            bool require_complete) {
+  try {
+    return MergeUnchecked(dirs, out_dir, require_complete);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("sweep merge: malformed point file in ",
+                                                   absl::StrJoin(dirs, " "), ": ", e.what()));
+  }
+}
+
+absl::StatusOr<RegressReport> CompareWithBaseline(const Scenario& suite,
+                                                  const std::vector<Json>& summaries,
+                                                  const std::string& baseline_path) {
+  try {
+    return CompareUnchecked(suite, summaries, baseline_path);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(baseline_path, ": field points: malformed baseline: ", e.what()));
+  }
 }
 
 }  // namespace prefixsim::grid
