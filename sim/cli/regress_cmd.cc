@@ -43,6 +43,10 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
                          o->suite, ": field tolerances: missing (nothing would be compared)")));
       return;
     }
+    if (absl::Status valid = grid::ValidatePoints(*suite); !valid.ok()) {
+      ctx.exit_code = ReportError("regress", valid);
+      return;
+    }
     auto results = grid::RunPoints(*suite, suite->points, o->jobs, /*include_wall_time=*/false);
     std::vector<nlohmann::ordered_json> summaries;
     for (size_t i = 0; i < results.size(); ++i) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
@@ -96,6 +97,8 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--sbatch-args", o->sbatch_args,
                   "with --slurm: extra sbatch options for both jobs (e.g. \"-p short\")");
+  cmd->footer("Scenario keys (base, axes): " + absl::StrJoin(grid::KnownKeys(), ", ") +
+              "\nFormat: docs/scenarios.md");
   auto* merge = cmd->add_subcommand(
       "merge", "merge the outputs of sweep shards into one output, as if run at once");
   merge->add_option("dirs", o->merge_dirs, "shard output directories")->required();
@@ -173,6 +176,10 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       merge_job = merge_job.substr(0, merge_job.find(';'));
       std::cout << "array job " << job << " (" << n << " tasks), merge job " << merge_job << "\n";
       ctx.exit_code = kExitOk;
+      return;
+    }
+    if (absl::Status valid = grid::ValidatePoints(*scenario); !valid.ok()) {
+      ctx.exit_code = ReportError("sweep", valid);
       return;
     }
     auto stats = grid::RunSweep(*scenario, so);

@@ -411,6 +411,27 @@ std::vector<Point> ShardPoints(const std::vector<Point>& points, int shard, int 
   return out;
 }
 
+absl::Status ValidatePoints(const Scenario& scenario) {
+  for (const Point& p : scenario.points) {
+    auto fail = [&](const absl::Status& s) {
+      return absl::Status(s.code(),
+                          absl::StrCat(scenario.path, ": point ", p.index, " (", p.id, " ",
+                                       Canonical(p.values), "): ", AbslView(StdView(s.message()))));
+    };
+    absl::StatusOr<PointConfig> c = ConfigFor(scenario, p);
+    if (!c.ok()) return fail(c.status());
+    if (!fs::exists(c->replay.trace)) {
+      return fail(
+          absl::NotFoundError(absl::StrCat("field trace: ", c->replay.trace, ": no such file")));
+    }
+    absl::StatusOr<cli::ModelAndEngine> loaded = cli::LoadModelAndEngine(c->replay.model_engine);
+    if (!loaded.ok()) return fail(loaded.status());
+    absl::StatusOr<KvPlan> plan = ResolveKvPlan(loaded->model, loaded->engine, c->policy);
+    if (!plan.ok()) return fail(plan.status());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Json> RunPoint(const Scenario& scenario, const Point& point,
                               bool include_wall_time) {
   PREFIXSIM_ASSIGN_OR_RETURN(PointConfig c, ConfigFor(scenario, point));

@@ -53,6 +53,10 @@ std::vector<Point> ShardPoints(const std::vector<Point>& points, int shard, int 
 // Parses "I/N" (0 <= I < N). `field` names the flag in the error.
 absl::Status ParseShard(const std::string& text, int* shard, int* num_shards);
 
+// Loads every point's model, engine and KV plan and checks its trace exists, before anything
+// runs. Errors name the scenario file and the point.
+absl::Status ValidatePoints(const Scenario& scenario);
+
 // Runs one point like `prefixsim replay` and returns its JSON summary.
 absl::StatusOr<nlohmann::ordered_json> RunPoint(const Scenario& scenario, const Point& point,
                                                 bool include_wall_time);

@@ -162,6 +162,17 @@ TEST_F(GridTest, BadInputExitsTwoNamingFileAndField) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("axes.block_size[1]"), std::string::npos) << r.output;
 
+  // A point that cannot run is found before any point runs.
+  const std::string policy = Scenario("policy.json", R"({"name": "p", "base": {"model":
+    "llama-3.1-8b", "engine": "llama-3.1-8b", "trace": ")" +
+                                                         kTraces +
+                                                         R"(/sample_tokens.jsonl"},
+    "axes": {"policy": ["new", "nwe"]}})");
+  r = RunCli("sweep --grid " + policy + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(policy + ": point 1"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "o"));
+
   r = RunCli("sweep --grid " + kSmallGrid + " --out " + (dir_ / "o").string() + " --shard 3/2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--shard"), std::string::npos) << r.output;
