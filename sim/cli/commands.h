@@ -16,6 +16,8 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx);
 void AddCompareCommand(CLI::App& app, CommandContext& ctx);
 void AddAnalyzeCommand(CLI::App& app, CommandContext& ctx);
 void AddGenTraceCommand(CLI::App& app, CommandContext& ctx);
+void AddSweepCommand(CLI::App& app, CommandContext& ctx);
+void AddRegressCommand(CLI::App& app, CommandContext& ctx);
 
 }  // namespace prefixsim::cli
 

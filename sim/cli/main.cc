@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   prefixsim::cli::AddCompareCommand(app, ctx);
   prefixsim::cli::AddAnalyzeCommand(app, ctx);
   prefixsim::cli::AddGenTraceCommand(app, ctx);
+  prefixsim::cli::AddSweepCommand(app, ctx);
+  prefixsim::cli::AddRegressCommand(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,805 @@
+#include "sim/grid/grid.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/status.h"
+#include "sim/cli/common.h"
+#include "sim/cli/replay_common.h"
+#include "sim/report/report.h"
+
+namespace prefixsim::grid {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+// Everything one point runs with.
+struct PointConfig {
+  cli::ReplayCliOptions replay;
+  std::string policy = "new";
+};
+
+using Setter = std::function<absl::Status(const Json&, const std::string& dir, PointConfig&)>;
+
+absl::Status Expect(bool ok, const char* what) {
+  return ok ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat("expected ", what));
+}
+
+// A relative path resolves against the scenario file's directory.
+std::string ResolvePath(const std::string& value, const std::string& dir) {
+  if (value.empty() || fs::path(value).is_absolute() || dir.empty()) return value;
+  return (fs::path(dir) / value).lexically_normal().string();
+}
+
+// Model/engine: a preset name stays a name; anything that looks like a path resolves.
+std::string ResolveConfig(const std::string& value, const std::string& dir) {
+  const bool is_path = value.find('/') != std::string::npos ||
+                       (value.size() > 5 && value.substr(value.size() - 5) == ".json");
+  return is_path ? ResolvePath(value, dir) : value;
+}
+
+Setter String(std::function<void(PointConfig&, const std::string&, const std::string&)> set) {
+  return [set](const Json& v, const std::string& dir, PointConfig& c) {
+    PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_string(), "a string"));
+    set(c, v.get<std::string>(), dir);
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter Int(T EngineOverridesMember) {
+  return [EngineOverridesMember](const Json& v, const std::string&, PointConfig& c) {
+    PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_number_integer(), "an integer"));
+    c.replay.model_engine.overrides.*EngineOverridesMember = v.get<int64_t>();
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter Double(T member) {
+  return [member](const Json& v, const std::string&, PointConfig& c) {
+    PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_number(), "a number"));
+    c.replay.model_engine.overrides.*member = v.get<double>();
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter Bool(T member) {
+  return [member](const Json& v, const std::string&, PointConfig& c) {
+    PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_boolean(), "true or false"));
+    c.replay.model_engine.overrides.*member = v.get<bool>();
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter OverrideString(T member) {
+  return [member](const Json& v, const std::string&, PointConfig& c) {
+    PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_string(), "a string"));
+    c.replay.model_engine.overrides.*member = v.get<std::string>();
+    return absl::OkStatus();
+  };
+}
+
+using O = cli::EngineOverrides;
+
+// The keys a scenario may set: a new axis key is one line here.
+const std::vector<std::pair<std::string, Setter>>& KeyTable() {
+  static const auto* table = new std::vector<std::pair<std::string, Setter>>{
+      {"model", String([](PointConfig& c, const std::string& v, const std::string& d) {
+         c.replay.model_engine.model = ResolveConfig(v, d);
+       })},
+      {"engine", String([](PointConfig& c, const std::string& v, const std::string& d) {
+         c.replay.model_engine.engine = ResolveConfig(v, d);
+       })},
+      {"trace", String([](PointConfig& c, const std::string& v, const std::string& d) {
+         c.replay.trace = ResolvePath(v, d);
+       })},
+      {"policy",
+       String([](PointConfig& c, const std::string& v, const std::string&) { c.policy = v; })},
+      {"seed",
+       [](const Json& v, const std::string&, PointConfig& c) {
+         PREFIXSIM_RETURN_IF_ERROR(
+             Expect(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
+                    "a non-negative integer"));
+         c.replay.seed = v.get<uint64_t>();
+         return absl::OkStatus();
+       }},
+      {"block_size", Int(&O::block_size)},
+      {"kv_cache_bytes", Int(&O::kv_cache_bytes)},
+      {"num_gpu_blocks", Int(&O::num_gpu_blocks)},
+      {"max_num_batched_tokens", Int(&O::max_num_batched_tokens)},
+      {"max_num_seqs", Int(&O::max_num_seqs)},
+      {"max_model_len", Int(&O::max_model_len)},
+      {"long_prefill_token_threshold", Int(&O::long_prefill_token_threshold)},
+      {"prefix_match_unit", Int(&O::prefix_match_unit)},
+      {"tensor_parallel_size", Int(&O::tensor_parallel_size)},
+      {"num_speculative_tokens", Int(&O::num_speculative_tokens)},
+      {"speculative_method", OverrideString(&O::speculative_method)},
+      {"kv_cache_dtype", OverrideString(&O::kv_cache_dtype)},
+      {"enable_prefix_caching", Bool(&O::enable_prefix_caching)},
+      {"enable_chunked_prefill", Bool(&O::enable_chunked_prefill)},
+      {"no_speculative",
+       [](const Json& v, const std::string&, PointConfig& c) {
+         PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_boolean(), "true or false"));
+         c.replay.model_engine.overrides.no_speculative = v.get<bool>();
+         return absl::OkStatus();
+       }},
+      {"replicas",
+       [](const Json& v, const std::string&, PointConfig& c) {
+         if (v.is_number_integer()) {
+           c.replay.model_engine.overrides.replicas = std::to_string(v.get<int64_t>());
+           return absl::OkStatus();
+         }
+         PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_string(), "an integer or \"auto\""));
+         c.replay.model_engine.overrides.replicas = v.get<std::string>();
+         return absl::OkStatus();
+       }},
+      {"router", OverrideString(&O::router)},
+      {"overlap_weight", Double(&O::overlap_weight)},
+      {"ttft_slo_ms", Double(&O::ttft_slo_ms)},
+  };
+  return *table;
+}
+
+const Setter* FindSetter(const std::string& key) {
+  for (const auto& [k, s] : KeyTable()) {
+    if (k == key) return &s;
+  }
+  return nullptr;
+}
+
+absl::Status FieldError(const std::string& file, const std::string& field,
+                        std::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(file, ": field ", field, ": ", AbslView(message)));
+}
+
+absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return Json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": invalid JSON: ", e.what()));
+  }
+}
+
+// Checks one key/value pair by applying it to a scratch config.
+absl::Status CheckValue(const std::string& file, const std::string& field, const std::string& key,
+                        const Json& value) {
+  const Setter* setter = FindSetter(key);
+  if (setter == nullptr) {
+    return FieldError(
+        file, field,
+        absl::StrCat("unknown key '", key, "' (known: ", absl::StrJoin(KnownKeys(), ", "), ")"));
+  }
+  PointConfig scratch;
+  absl::Status s = (*setter)(value, "", scratch);
+  if (!s.ok()) return FieldError(file, field, StdView(s.message()));
+  return absl::OkStatus();
+}
+
+// Canonical JSON: keys sorted (nlohmann::json sorts), compact.
+std::string Canonical(const Json& values) { return nlohmann::json(values).dump(); }
+
+absl::Status ExpandGrid(const std::string& file, const std::string& where, const Json& base,
+                        const Json& axes, Scenario& out) {
+  std::vector<std::pair<std::string, std::vector<Json>>> axis_list;
+  if (!axes.is_null()) {
+    if (!axes.is_object()) {
+      return FieldError(file, where + "axes", "expected an object of key: [values]");
+    }
+    for (const auto& [key, values] : axes.items()) {
+      const std::string field = absl::StrCat(where, "axes.", key);
+      if (!values.is_array()) return FieldError(file, field, "expected a list of values");
+      if (values.empty()) return FieldError(file, field, "empty axis (give at least one value)");
+      std::vector<Json> vs;
+      for (size_t i = 0; i < values.size(); ++i) {
+        PREFIXSIM_RETURN_IF_ERROR(
+            CheckValue(file, absl::StrCat(field, "[", i, "]"), key, values[i]));
+        vs.push_back(values[i]);
+      }
+      axis_list.emplace_back(key, std::move(vs));
+      if (std::find(out.axis_keys.begin(), out.axis_keys.end(), key) == out.axis_keys.end()) {
+        out.axis_keys.push_back(key);
+      }
+    }
+  }
+  // Product: the last axis varies fastest.
+  std::vector<size_t> idx(axis_list.size(), 0);
+  while (true) {
+    Point p;
+    p.index = static_cast<int64_t>(out.points.size());
+    p.values = base;
+    for (size_t a = 0; a < axis_list.size(); ++a) {
+      p.values[axis_list[a].first] = axis_list[a].second[idx[a]];
+      p.axes.push_back(axis_list[a].first);
+    }
+    p.id = HashHex(Canonical(p.values)).substr(0, 12);
+    out.points.push_back(std::move(p));
+    size_t a = axis_list.size();
+    while (a > 0) {
+      --a;
+      if (++idx[a] < axis_list[a].second.size()) break;
+      idx[a] = 0;
+      if (a == 0) return absl::OkStatus();
+    }
+    if (axis_list.empty()) return absl::OkStatus();
+  }
+}
+
+absl::Status CheckBase(const std::string& file, const std::string& where, const Json& base) {
+  if (!base.is_object()) return FieldError(file, where, "expected an object");
+  for (const auto& [key, value] : base.items()) {
+    PREFIXSIM_RETURN_IF_ERROR(CheckValue(file, absl::StrCat(where, ".", key), key, value));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PointConfig> ConfigFor(const Scenario& scenario, const Point& point) {
+  PointConfig c;
+  c.replay.no_progress = true;
+  for (const auto& [key, value] : point.values.items()) {
+    const Setter* setter = FindSetter(key);
+    if (setter == nullptr) return absl::InvalidArgumentError("unknown key " + key);
+    PREFIXSIM_RETURN_IF_ERROR((*setter)(value, scenario.dir, c));
+  }
+  return c;
+}
+
+std::string PointFileName(const Point& p) { return absl::StrFormat("%05d-%s.json", p.index, p.id); }
+
+std::string CellText(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "";
+  return v.dump();
+}
+
+std::string CsvEscape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::vector<std::string> KnownKeys() {
+  std::vector<std::string> keys;
+  for (const auto& [k, s] : KeyTable()) keys.push_back(k);
+  return keys;
+}
+
+std::string HashHex(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 0x100000001b3ULL;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+absl::StatusOr<Scenario> LoadScenario(const std::string& path) {
+  PREFIXSIM_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path));
+  if (!j.is_object()) return FieldError(path, "(top level)", "expected an object");
+  Scenario s;
+  s.path = path;
+  s.dir = fs::path(path).parent_path().string();
+  for (const auto& [key, value] : j.items()) {
+    static const char* kTop[] = {"name", "description", "base", "axes", "grids", "tolerances"};
+    if (std::find_if(std::begin(kTop), std::end(kTop), [&](const char* k) { return key == k; }) ==
+        std::end(kTop)) {
+      return FieldError(path, key,
+                        "unknown field (known: name, description, base, axes, grids, tolerances)");
+    }
+  }
+  if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty()) {
+    return FieldError(path, "name", "expected a non-empty string");
+  }
+  s.name = j["name"].get<std::string>();
+  Json base = j.contains("base") ? j["base"] : Json::object();
+  PREFIXSIM_RETURN_IF_ERROR(CheckBase(path, "base", base));
+  const Json axes = j.contains("axes") ? j["axes"] : Json();
+  if (j.contains("grids")) {
+    if (j.contains("axes")) return FieldError(path, "axes", "give either axes or grids, not both");
+    const Json& grids = j["grids"];
+    if (!grids.is_array() || grids.empty()) {
+      return FieldError(path, "grids", "expected a non-empty list of {base, axes}");
+    }
+    for (size_t g = 0; g < grids.size(); ++g) {
+      const std::string where = absl::StrCat("grids[", g, "].");
+      if (!grids[g].is_object())
+        return FieldError(path, "grids[" + std::to_string(g) + "]", "expected an object");
+      for (const auto& [key, value] : grids[g].items()) {
+        if (key != "base" && key != "axes") {
+          return FieldError(path, where + key, "unknown field (known: base, axes)");
+        }
+      }
+      Json gbase = base;
+      if (grids[g].contains("base")) {
+        PREFIXSIM_RETURN_IF_ERROR(CheckBase(path, where + "base", grids[g]["base"]));
+        for (const auto& [key, value] : grids[g]["base"].items()) gbase[key] = value;
+      }
+      PREFIXSIM_RETURN_IF_ERROR(
+          ExpandGrid(path, where, gbase, grids[g].contains("axes") ? grids[g]["axes"] : Json(), s));
+    }
+  } else {
+    PREFIXSIM_RETURN_IF_ERROR(ExpandGrid(path, "", base, axes, s));
+  }
+  // Every point needs a trace, model and engine.
+  for (const Point& p : s.points) {
+    for (const char* key : {"trace", "model", "engine"}) {
+      if (!p.values.contains(key)) {
+        return FieldError(path, absl::StrCat("base.", key),
+                          absl::StrCat("missing (point ", p.index, " has no ", key, ")"));
+      }
+    }
+  }
+  // Two points with the same values would share an id.
+  absl::flat_hash_map<std::string, int64_t> seen;
+  for (const Point& p : s.points) {
+    auto [it, inserted] = seen.emplace(p.id, p.index);
+    if (!inserted) {
+      return FieldError(path, "axes",
+                        absl::StrCat("points ", it->second, " and ", p.index,
+                                     " have the same values (duplicate axis value?)"));
+    }
+  }
+  if (j.contains("tolerances")) {
+    const Json& t = j["tolerances"];
+    if (!t.is_object()) return FieldError(path, "tolerances", "expected an object");
+    for (const auto& [metric, tol] : t.items()) {
+      const std::string field = "tolerances." + metric;
+      if (!tol.is_object()) return FieldError(path, field, "expected {\"abs\": x} or {\"rel\": x}");
+      Tolerance tv;
+      for (const auto& [k, v] : tol.items()) {
+        if ((k != "abs" && k != "rel") || !v.is_number() || v.get<double>() < 0) {
+          return FieldError(path, field + "." + k, "expected abs or rel, a number >= 0");
+        }
+        (k == "abs" ? tv.abs : tv.rel) = v.get<double>();
+      }
+      if (tv.abs < 0 && tv.rel < 0) return FieldError(path, field, "give abs or rel");
+      s.tolerances.emplace_back(metric, tv);
+    }
+  }
+  return s;
+}
+
+absl::Status ParseShard(const std::string& text, int* shard, int* num_shards) {
+  const size_t slash = text.find('/');
+  int i = -1, n = -1;
+  if (slash == std::string::npos || !absl::SimpleAtoi(text.substr(0, slash), &i) ||
+      !absl::SimpleAtoi(text.substr(slash + 1), &n) || n < 1 || i < 0 || i >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --shard: '", text, "': expected I/N with 0 <= I < N"));
+  }
+  *shard = i;
+  *num_shards = n;
+  return absl::OkStatus();
+}
+
+std::vector<Point> ShardPoints(const std::vector<Point>& points, int shard, int num_shards) {
+  std::vector<Point> out;
+  for (const Point& p : points) {
+    if (p.index % num_shards == shard) out.push_back(p);
+  }
+  return out;
+}
+
+absl::Status ValidatePoints(const Scenario& scenario) {
+  for (const Point& p : scenario.points) {
+    auto fail = [&](const absl::Status& s) {
+      return absl::Status(s.code(),
+                          absl::StrCat(scenario.path, ": point ", p.index, " (", p.id, " ",
+                                       Canonical(p.values), "): ", AbslView(StdView(s.message()))));
+    };
+    absl::StatusOr<PointConfig> c = ConfigFor(scenario, p);
+    if (!c.ok()) return fail(c.status());
+    if (!fs::exists(c->replay.trace)) {
+      return fail(
+          absl::NotFoundError(absl::StrCat("field trace: ", c->replay.trace, ": no such file")));
+    }
+    absl::StatusOr<cli::ModelAndEngine> loaded = cli::LoadModelAndEngine(c->replay.model_engine);
+    if (!loaded.ok()) return fail(loaded.status());
+    absl::StatusOr<KvPlan> plan = ResolveKvPlan(loaded->model, loaded->engine, c->policy);
+    if (!plan.ok()) return fail(plan.status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Json> RunPoint(const Scenario& scenario, const Point& point,
+                              bool include_wall_time) {
+  PREFIXSIM_ASSIGN_OR_RETURN(PointConfig c, ConfigFor(scenario, point));
+  PREFIXSIM_ASSIGN_OR_RETURN(cli::ModelAndEngine loaded,
+                             cli::LoadModelAndEngine(c.replay.model_engine));
+  PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolveKvPlan(loaded.model, loaded.engine, c.policy));
+  // The one call site of RunReplay in the grid module.
+  PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result,
+                             cli::RunReplay(c.replay, loaded.model, loaded.engine, plan, "",
+                                            /*keep_records=*/false));
+  ReportOptions report;
+  report.include_wall_time = include_wall_time;
+  return ReplayResultToJson(result, report);
+}
+
+Json HeadlineMetrics(const Json& s) {
+  static const std::pair<const char*, const char*> kMetrics[] = {
+      {"hit_rate", "/prefix_cache/hit_rate"},
+      {"queries", "/prefix_cache/queries"},
+      {"hits", "/prefix_cache/hits"},
+      {"hit_alignment", "/kv_plan/hit_alignment"},
+      {"scheduler_block_size", "/kv_plan/scheduler_block_size"},
+      {"num_blocks", "/kv_plan/num_blocks"},
+      {"alignment_loss_tokens", "/alignment_loss_tokens"},
+      {"unpublished_alignment_tokens", "/unpublished_alignment_tokens"},
+      {"evicted_blocks", "/evicted_blocks"},
+      {"preemptions", "/preemptions"},
+      {"mean_acceptance_length", "/spec_decode/mean_acceptance_length"},
+      {"ttft_mean_ms", "/latency/ttft/mean_ms"},
+      {"ttft_p99_ms", "/latency/ttft/p99_ms"},
+      {"tpot_p99_ms", "/latency/tpot/p99_ms"},
+      {"e2e_p99_ms", "/latency/e2e/p99_ms"},
+      {"requests_per_s", "/throughput/requests_per_s"},
+      {"sim_time_s", "/sim_time_s"},
+      {"wall_time_s", "/wall_time_s"},
+  };
+  Json m = Json::object();
+  for (const auto& [name, pointer] : kMetrics) {
+    const Json::json_pointer ptr(pointer);
+    if (s.contains(ptr)) m[name] = s.at(ptr);
+  }
+  return m;
+}
+
+absl::Status WriteFileAtomic(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".",
+                                       std::hash<std::thread::id>()(std::this_thread::get_id()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::InternalError(absl::StrCat(tmp, ": cannot open for writing"));
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return absl::InternalError(absl::StrCat(tmp, ": write failed"));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat(path, ": rename failed: ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<absl::StatusOr<Json>> RunPoints(const Scenario& scenario,
+                                            const std::vector<Point>& points, int jobs,
+                                            bool include_wall_time) {
+  std::vector<absl::StatusOr<Json>> results(points.size(), absl::UnknownError("not run"));
+  if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>(jobs, static_cast<int>(std::max<size_t>(1, points.size())));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < points.size(); i = next++) {
+      results[i] = RunPoint(scenario, points[i], include_wall_time);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions& o) {
+  const fs::path points_dir = fs::path(o.out_dir) / "points";
+  std::error_code ec;
+  fs::create_directories(points_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(points_dir.string(), ": ", ec.message()));
+  SweepStats stats;
+  std::vector<Point> todo;
+  for (const Point& p : ShardPoints(scenario.points, o.shard, o.num_shards)) {
+    const fs::path file = points_dir / PointFileName(p);
+    if (fs::exists(file)) {
+      if (!o.resume) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(file.string(), ": already exists (use --resume to keep finished points)"));
+      }
+      ++stats.skipped;
+      continue;
+    }
+    todo.push_back(p);
+  }
+  int jobs = o.jobs;
+  if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>(jobs, static_cast<int>(std::max<size_t>(1, todo.size())));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  absl::Status first_error;
+  auto worker = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      const Point& p = todo[i];
+      absl::StatusOr<Json> summary = RunPoint(scenario, p, o.include_wall_time);
+      absl::Status s = summary.status();
+      if (s.ok()) {
+        Json doc;
+        doc["scenario"] = scenario.name;
+        doc["grid_size"] = scenario.points.size();
+        doc["index"] = p.index;
+        doc["id"] = p.id;
+        doc["axes"] = p.axes;
+        doc["values"] = p.values;
+        doc["result"] = *std::move(summary);
+        s = WriteFileAtomic((points_dir / PointFileName(p)).string(), doc.dump(2) + "\n");
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok()) {
+        if (first_error.ok()) {
+          first_error = absl::Status(s.code(), absl::StrCat("point ", p.index, " (", p.id,
+                                                            "): ", AbslView(StdView(s.message()))));
+        }
+      } else {
+        ++stats.run;
+        if (!o.quiet) {
+          std::cerr << "sweep: point " << p.index << " (" << p.id << ") done\n";
+        }
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  if (!first_error.ok()) return first_error;
+  PREFIXSIM_RETURN_IF_ERROR(MergeSweepDirs({o.out_dir}, o.out_dir, /*require_complete=*/false));
+  return stats;
+}
+
+static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const std::string& out_dir,
+                                   bool require_complete) {
+  // index -> (file name, document)
+  std::map<int64_t, std::pair<std::string, Json>> points;
+  std::map<int64_t, std::string> texts;  // the point files' bytes, copied as they are
+  std::string scenario_name;
+  int64_t grid_size = -1;
+  for (const std::string& dir : dirs) {
+    const fs::path pdir = fs::path(dir) / "points";
+    if (!fs::is_directory(pdir)) {
+      return absl::NotFoundError(
+          absl::StrCat(pdir.string(), ": no such directory (not a sweep output)"));
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(pdir)) {
+      const std::string name = e.path().filename().string();
+      if (e.is_regular_file() && name.size() > 5 && name.substr(name.size() - 5) == ".json") {
+        files.push_back(e.path());
+      }
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      std::string text;
+      {
+        std::ifstream in(f, std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      }
+      Json doc;
+      try {
+        doc = Json::parse(text);
+      } catch (const nlohmann::json::parse_error& e) {
+        return absl::InvalidArgumentError(absl::StrCat(f.string(), ": invalid JSON: ", e.what()));
+      }
+      if (!doc.contains("index") || !doc.contains("scenario") || !doc.contains("result")) {
+        return FieldError(f.string(), "index", "not a sweep point file");
+      }
+      const std::string name = doc["scenario"].get<std::string>();
+      if (scenario_name.empty()) scenario_name = name;
+      if (name != scenario_name) {
+        return FieldError(f.string(), "scenario",
+                          absl::StrCat("'", name, "' differs from '", scenario_name, "'"));
+      }
+      grid_size = doc["grid_size"].get<int64_t>();
+      const int64_t index = doc["index"].get<int64_t>();
+      auto it = points.find(index);
+      if (it != points.end() && it->second.second["id"] != doc["id"]) {
+        return FieldError(f.string(), "id", absl::StrCat("point ", index, " has two ids"));
+      }
+      points[index] = {f.filename().string(), std::move(doc)};
+      texts[index] = std::move(text);
+    }
+  }
+  if (require_complete) {
+    std::vector<int64_t> missing;
+    for (int64_t i = 0; i < grid_size; ++i) {
+      if (!points.contains(i)) missing.push_back(i);
+    }
+    if (grid_size < 0 || !missing.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("merge: incomplete grid: ", missing.size(), " of ", grid_size,
+                       " points missing (indices ", absl::StrJoin(missing, ","), ")"));
+    }
+  }
+  const fs::path out_points = fs::path(out_dir) / "points";
+  std::error_code ec;
+  fs::create_directories(out_points, ec);
+  if (ec) return absl::InternalError(absl::StrCat(out_points.string(), ": ", ec.message()));
+  // Columns: every axis key (first-seen order over points), then the headline metrics.
+  std::vector<std::string> axes;
+  std::vector<std::string> metrics;
+  Json rows = Json::array();
+  for (auto& [index, entry] : points) {
+    auto& [name, doc] = entry;
+    const fs::path target = out_points / name;
+    if (!fs::exists(target)) {
+      PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomic(target.string(), texts[index]));
+    }
+    Json row;
+    row["index"] = index;
+    row["id"] = doc["id"];
+    for (const auto& a : doc["axes"]) {
+      const std::string key = a.get<std::string>();
+      if (std::find(axes.begin(), axes.end(), key) == axes.end()) axes.push_back(key);
+    }
+    Json values = Json::object();
+    for (const auto& a : doc["axes"])
+      values[a.get<std::string>()] = doc["values"][a.get<std::string>()];
+    row["values"] = values;
+    row["metrics"] = HeadlineMetrics(doc["result"]);
+    for (const auto& [k, v] : row["metrics"].items()) {
+      if (std::find(metrics.begin(), metrics.end(), k) == metrics.end()) metrics.push_back(k);
+    }
+    rows.push_back(std::move(row));
+  }
+  Json results;
+  results["scenario"] = scenario_name;
+  results["grid_size"] = grid_size;
+  results["points"] = rows.size();
+  results["axes"] = axes;
+  results["rows"] = rows;
+  std::string csv = "index,id";
+  for (const auto& a : axes) csv += "," + CsvEscape(a);
+  for (const auto& m : metrics) csv += "," + CsvEscape(m);
+  csv += "\n";
+  for (const auto& row : rows) {
+    csv += absl::StrCat(row["index"].get<int64_t>(), ",", row["id"].get<std::string>());
+    for (const auto& a : axes) {
+      csv += "," + CsvEscape(row["values"].contains(a) ? CellText(row["values"][a]) : "");
+    }
+    for (const auto& m : metrics) {
+      csv += "," + CsvEscape(row["metrics"].contains(m) ? CellText(row["metrics"][m]) : "");
+    }
+    csv += "\n";
+  }
+  PREFIXSIM_RETURN_IF_ERROR(
+      WriteFileAtomic((fs::path(out_dir) / "results.json").string(), results.dump(2) + "\n"));
+  PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomic((fs::path(out_dir) / "results.csv").string(), csv));
+  return absl::OkStatus();
+}
+
+Json BaselineJson(const Scenario& suite, const std::vector<Json>& summaries) {
+  Json b;
+  b["suite"] = suite.name;
+  b["points"] = Json::object();
+  for (size_t i = 0; i < suite.points.size(); ++i) {
+    const Point& p = suite.points[i];
+    Json e;
+    e["index"] = p.index;
+    e["values"] = p.values;
+    Json m = HeadlineMetrics(summaries[i]);
+    m.erase("wall_time_s");
+    e["metrics"] = m;
+    b["points"][p.id] = e;
+  }
+  return b;
+}
+
+static absl::StatusOr<RegressReport> CompareUnchecked(const Scenario& suite,
+                                                      const std::vector<Json>& summaries,
+                                                      const std::string& baseline_path) {
+  PREFIXSIM_ASSIGN_OR_RETURN(Json b, ReadJsonFile(baseline_path));
+  if (!b.is_object() || !b.contains("suite") || !b["suite"].is_string()) {
+    return FieldError(baseline_path, "suite", "missing (not a regress baseline)");
+  }
+  if (b["suite"].get<std::string>() != suite.name) {
+    return FieldError(baseline_path, "suite",
+                      absl::StrCat("baseline of suite '", b["suite"].get<std::string>(),
+                                   "', not of '", suite.name, "' (", suite.path, ")"));
+  }
+  if (!b.contains("points") || !b["points"].is_object()) {
+    return FieldError(baseline_path, "points", "expected an object of point id -> metrics");
+  }
+  RegressReport report;
+  for (size_t i = 0; i < suite.points.size(); ++i) {
+    const Point& p = suite.points[i];
+    const std::string label = absl::StrCat(p.index, "-", p.id);
+    if (!b["points"].contains(p.id)) {
+      report.rows.push_back({label, "(point)", "missing", "new", "-", true});
+      report.regressed = true;
+      continue;
+    }
+    const Json& base = b["points"][p.id]["metrics"];
+    const Json now = HeadlineMetrics(summaries[i]);
+    for (const auto& [metric, tol] : suite.tolerances) {
+      const bool has_b = base.contains(metric) && base[metric].is_number();
+      const bool has_n = now.contains(metric) && now[metric].is_number();
+      if (!has_b && !has_n) continue;
+      if (has_b != has_n) {
+        report.rows.push_back({label, metric, has_b ? CellText(base[metric]) : "missing",
+                               has_n ? CellText(now[metric]) : "missing", "-", true});
+        report.regressed = true;
+        continue;
+      }
+      const double bv = base[metric].get<double>();
+      const double nv = now[metric].get<double>();
+      if (bv == nv) continue;
+      const double diff = std::abs(nv - bv);
+      double allowed = 0;
+      std::string tol_text;
+      if (tol.abs >= 0) {
+        allowed = std::max(allowed, tol.abs);
+        tol_text = absl::StrCat("abs ", tol.abs);
+      }
+      if (tol.rel >= 0) {
+        allowed = std::max(allowed, tol.rel * std::abs(bv));
+        tol_text += absl::StrCat(tol_text.empty() ? "" : " / ", "rel ", tol.rel);
+      }
+      const bool regressed = diff > allowed;
+      report.rows.push_back(
+          {label, metric, CellText(base[metric]), CellText(now[metric]), tol_text, regressed});
+      report.regressed |= regressed;
+    }
+  }
+  return report;
+}
+
+// Point files and baselines are JSON written by us, but may have been edited: a field of the
+// wrong type is bad input, not a crash.
+absl::Status MergeSweepDirs(const std::vector<std::string>& dirs, const std::string& out_dir,
+                            bool require_complete) {
+  try {
+    return MergeUnchecked(dirs, out_dir, require_complete);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("sweep merge: malformed point file in ",
+                                                   absl::StrJoin(dirs, " "), ": ", e.what()));
+  }
+}
+
+absl::StatusOr<RegressReport> CompareWithBaseline(const Scenario& suite,
+                                                  const std::vector<Json>& summaries,
+                                                  const std::string& baseline_path) {
+  try {
+    return CompareUnchecked(suite, summaries, baseline_path);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(baseline_path, ": field points: malformed baseline: ", e.what()));
+  }
+}
+
+}  // namespace prefixsim::grid
