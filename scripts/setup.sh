@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config
   libabsl-dev libboost-graph-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev
-  zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev libbenchmark-dev)
+  zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-dev)  # clang + compiler-rt: libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
