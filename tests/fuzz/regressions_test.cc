@@ -69,5 +69,29 @@ TEST(FuzzRegressionTest, EveryCorpusInputRunsCleanly) {
   EXPECT_GT(inputs, 0);
 }
 
+// Found by model_json_fuzz: a number too large for a double made nlohmann throw out_of_range,
+// which JsonConfig::Parse did not catch (only parse_error), so the run aborted.
+TEST(FuzzRegressionTest, NumberOverflowInAConfigIsAnErrorNotACrash) {
+  auto model = ParseModelJson("{\"name\": \"m\", \"layers\": 1e999}", "m.json");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(model.status().message()).find("m.json: invalid JSON"), std::string::npos)
+      << model.status();
+}
+
+// Found by engine_json_fuzz: an integer field given as a float beyond int64 was converted with
+// static_cast (undefined behaviour, UBSan's float-cast-overflow).
+TEST(FuzzRegressionTest, IntegerFieldsOutsideInt64AreErrors) {
+  for (const char* value : {"1.3e94", "-1e19", "9223372036854775808.0", "18446744073709551615"}) {
+    SCOPED_TRACE(value);
+    auto engine = ParseEngineJson(
+        std::string("{\"kv_cache_bytes\": 68719476736, \"max_model_len\": ") + value + "}",
+        "e.json");
+    ASSERT_FALSE(engine.ok());
+    EXPECT_NE(std::string(engine.status().message()).find("max_model_len"), std::string::npos)
+        << engine.status();
+  }
+}
+
 }  // namespace
 }  // namespace prefixsim::fuzz
