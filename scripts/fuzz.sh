@@ -9,7 +9,7 @@ seconds="${FUZZ_SECONDS:-20}"
 rss_mb="${FUZZ_RSS_MB:-2048}"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXSIM_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DPREFIXSIM_FUZZ=ON \
   -DPREFIXSIM_BUILD_TESTS=OFF -DPREFIXSIM_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j"$(nproc)"
 
