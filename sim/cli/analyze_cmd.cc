@@ -2,7 +2,6 @@
 // (DESIGN §4.1): the prefix-sharing forest, the upper-bound hit rate per hit alignment, and the
 // hit rate per cache capacity under LRU and the offline optimum.
 #include <exception>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -13,6 +12,7 @@
 #include "prefixsim/analyze.h"
 #include "prefixsim/status.h"
 #include "prefixsim/trace.h"
+#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/trace_flags.h"
 
@@ -51,13 +51,8 @@ absl::Status RunAnalyze(const AnalyzeFlags& flags) {
                              AnalyzeTraceFile(flags.trace, flags.trace_options, options));
   std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
   if (!flags.json_out.empty()) {
-    std::ofstream file(flags.json_out, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return absl::InvalidArgumentError(absl::StrCat(flags.json_out, ": cannot open for writing"));
-    }
-    file << AnalyzeResultToJson(result).dump(2) << "\n";
-    file.close();
-    if (!file) return absl::InternalError(absl::StrCat(flags.json_out, ": write failed"));
+    PREFIXSIM_RETURN_IF_ERROR(
+        WriteFileAtomically(flags.json_out, AnalyzeResultToJson(result).dump(2) + "\n"));
   }
   return absl::OkStatus();
 }

@@ -1,11 +1,11 @@
 // `prefixsim gen-trace`: reproducible synthetic traces (DESIGN §4.1). Same flags and seed give a
 // byte-identical file.
-#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
+#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
 #include "sim/trace/gen/workload_generator.h"
 
@@ -29,12 +29,7 @@ absl::Status RunGenTrace(const GenTraceFlags& flags) {
                              GenerateWorkload(flags.workload));
   std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, flags.block_tokens)
                                                 : FormatTokensTrace(requests);
-  std::ofstream file(flags.out, std::ios::binary | std::ios::trunc);
-  if (!file)
-    return absl::InvalidArgumentError(absl::StrCat(flags.out, ": cannot open for writing"));
-  file.write(text.data(), static_cast<std::streamsize>(text.size()));
-  file.close();
-  if (!file) return absl::InternalError(absl::StrCat(flags.out, ": write failed"));
+  PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomically(flags.out, text));
   std::cout << "wrote " << requests.size() << " requests (" << flags.workload.kind << ", "
             << flags.format << ", " << text.size() << " bytes) to " << flags.out << "\n";
   return absl::OkStatus();

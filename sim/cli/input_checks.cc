@@ -12,6 +12,8 @@ namespace prefixsim::cli {
 
 absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options) {
   const std::string p(path);
+  // Standard input can be read once only: the replay itself reports its errors.
+  if (p == "-") return absl::OkStatus();
   struct stat st;
   if (::stat(p.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat(p, ": no such file (--trace)"));

@@ -15,7 +15,7 @@ namespace prefixsim::cli {
 
 // NotFound "<path>: no such file" when the trace does not exist; otherwise opens it with
 // `options` and reads its first request, so that a bad format or record is reported before
-// any planning.
+// any planning. "-" (standard input, readable once) is left to the replay.
 absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options);
 
 // ResolveKvPlan, then the startup memory check: a plan that vLLM would refuse to start with

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
+#include "sim/cli/atomic_file.h"
 #include "sim/cli/trace_flags.h"
 
 namespace prefixsim::cli {
@@ -88,12 +89,7 @@ absl::Status WriteTextFile(const std::string& path, const std::string& text) {
     std::cout << text;
     return absl::OkStatus();
   }
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open for writing"));
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
-  return absl::OkStatus();
+  return WriteFileAtomically(path, text);
 }
 
 }  // namespace prefixsim::cli

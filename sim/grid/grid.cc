@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/status.h"
+#include "sim/cli/atomic_file.h"
 #include "sim/cli/common.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
@@ -477,25 +478,7 @@ Json HeadlineMetrics(const Json& s) {
 }
 
 absl::Status WriteFileAtomic(const std::string& path, const std::string& text) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".",
-                                       std::hash<std::thread::id>()(std::this_thread::get_id()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::InternalError(absl::StrCat(tmp, ": cannot open for writing"));
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat(tmp, ": write failed"));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": rename failed: ", ec.message()));
-  }
-  return absl::OkStatus();
+  return cli::WriteFileAtomically(path, text);
 }
 
 std::vector<absl::StatusOr<Json>> RunPoints(const Scenario& scenario,

@@ -1,7 +1,10 @@
 #include "sim/plan/json_config.h"
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -118,6 +121,13 @@ absl::StatusOr<JsonConfig> JsonConfig::Parse(std::string_view text, std::string_
     auto pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
     return absl::InvalidArgumentError(absl::StrCat(AbslView(source), ":", line, ": invalid JSON: ", what));
+  } catch (const nlohmann::json::exception& e) {
+    // Not a syntax error but still bad input, e.g. a number too large for a double
+    // ("[json.exception.out_of_range.406] number overflow parsing '1e999'").
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(source), ": invalid JSON: ", what));
   }
   IndexLines(text, config.line_of_path_);
   return config;
@@ -147,9 +157,15 @@ absl::StatusOr<std::optional<int64_t>> JsonConfig::OptionalInt(const nlohmann::j
   auto it = object.find(std::string(key));
   if (it == object.end() || it->is_null()) return std::optional<int64_t>();
   int64_t value = 0;
-  if (it->is_number_integer()) {
+  // Doubles at or beyond +-2^63 have no int64 value (converting them is undefined behaviour).
+  constexpr double kInt64Bound = 9223372036854775808.0;  // 2^63
+  if (it->is_number_unsigned() &&
+      it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Error(path, absl::StrCat("out of range, got ", it->dump()));
+  } else if (it->is_number_integer()) {
     value = it->get<int64_t>();
-  } else if (it->is_number_float() && it->get<double>() == static_cast<int64_t>(it->get<double>())) {
+  } else if (it->is_number_float() && std::abs(it->get<double>()) < kInt64Bound &&
+             it->get<double>() == std::trunc(it->get<double>())) {
     value = static_cast<int64_t>(it->get<double>());
   } else {
     return Error(path, absl::StrCat("must be an integer, got ", it->dump()));

@@ -3,6 +3,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "prefixsim/status.h"
 #include "simdjson.h"
 
 namespace prefixsim {
@@ -23,76 +26,116 @@ absl::Status OpenError(const std::string& path) {
   return absl::InvalidArgumentError(message);
 }
 
-class PlainSource : public ByteSource {
+// The raw bytes of a file or of standard input. The first bytes were already read to look at
+// the magic number (a pipe cannot be rewound), so they are handed out first.
+class FileSource : public ByteSource {
  public:
-  PlainSource(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
-  ~PlainSource() override { std::fclose(file_); }
+  FileSource(std::string name, std::FILE* file, bool owned, std::string head)
+      : name_(std::move(name)), file_(file), owned_(owned), head_(std::move(head)) {}
+  ~FileSource() override {
+    if (owned_) std::fclose(file_);
+  }
   absl::StatusOr<size_t> Read(char* buffer, size_t size) override {
+    if (head_pos_ < head_.size()) {
+      size_t n = std::min(size, head_.size() - head_pos_);
+      std::memcpy(buffer, head_.data() + head_pos_, n);
+      head_pos_ += n;
+      return n;
+    }
     size_t n = std::fread(buffer, 1, size, file_);
     if (n == 0 && std::ferror(file_)) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": read error"));
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": read error"));
     }
     return n;
   }
 
  private:
-  std::string path_;
+  std::string name_;
   std::FILE* file_;
+  bool owned_;
+  std::string head_;
+  size_t head_pos_ = 0;
 };
 
+// gzip (one or more concatenated members, as `cat a.gz b.gz` makes) over a raw source.
 class GzipSource : public ByteSource {
  public:
-  GzipSource(std::string path, gzFile file) : path_(std::move(path)), file_(file) {
-    gzbuffer(file_, 1 << 17);
+  GzipSource(std::string name, std::unique_ptr<ByteSource> raw)
+      : name_(std::move(name)), raw_(std::move(raw)), input_buffer_(1 << 17) {
+    stream_.zalloc = Z_NULL;
+    stream_.zfree = Z_NULL;
+    stream_.opaque = Z_NULL;
+    stream_.next_in = Z_NULL;
+    stream_.avail_in = 0;
+    init_ = inflateInit2(&stream_, 16 + MAX_WBITS);  // 16: gzip header and trailer
   }
-  ~GzipSource() override { gzclose(file_); }
+  ~GzipSource() override {
+    if (init_ == Z_OK) inflateEnd(&stream_);
+  }
   absl::StatusOr<size_t> Read(char* buffer, size_t size) override {
-    int n = gzread(file_, buffer, static_cast<unsigned>(size));
-    if (n < 0) {
-      int code = 0;
-      const char* message = gzerror(file_, &code);
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": corrupt gzip data: ", message));
-    }
-    // zlib reports a truncated stream as Z_BUF_ERROR once it runs out of input.
-    if (n == 0) {
-      int code = 0;
-      const char* message = gzerror(file_, &code);
-      if (code != Z_OK) {
-        return absl::InvalidArgumentError(absl::StrCat(path_, ": corrupt gzip data: ", message));
+    if (init_ != Z_OK) return Corrupt("cannot initialize zlib");
+    if (size == 0) return size_t{0};
+    stream_.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream_.avail_out = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+    const uInt wanted = stream_.avail_out;
+    while (stream_.avail_out == wanted) {
+      if (stream_.avail_in == 0) {
+        PREFIXSIM_ASSIGN_OR_RETURN(size_t n,
+                                   raw_->Read(input_buffer_.data(), input_buffer_.size()));
+        if (n == 0) {
+          if (in_member_) return Corrupt("truncated stream");
+          return size_t{0};
+        }
+        stream_.next_in = reinterpret_cast<Bytef*>(input_buffer_.data());
+        stream_.avail_in = static_cast<uInt>(n);
+      }
+      if (!in_member_) {
+        // The next member of a multi-member file starts here.
+        if (inflateReset(&stream_) != Z_OK) return Corrupt("cannot reset zlib");
+        in_member_ = true;
+      }
+      int rc = inflate(&stream_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        in_member_ = false;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        return Corrupt(stream_.msg != nullptr ? stream_.msg : "inflate failed");
       }
     }
-    return static_cast<size_t>(n);
+    return static_cast<size_t>(wanted - stream_.avail_out);
   }
 
  private:
-  std::string path_;
-  gzFile file_;
+  absl::Status Corrupt(const char* what) const {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": corrupt gzip data: ", what));
+  }
+
+  std::string name_;
+  std::unique_ptr<ByteSource> raw_;
+  std::vector<char> input_buffer_;
+  z_stream stream_{};
+  int init_ = Z_STREAM_ERROR;
+  bool in_member_ = true;
 };
 
 class ZstdSource : public ByteSource {
  public:
-  ZstdSource(std::string path, std::FILE* file)
-      : path_(std::move(path)),
-        file_(file),
+  ZstdSource(std::string name, std::unique_ptr<ByteSource> raw)
+      : name_(std::move(name)),
+        raw_(std::move(raw)),
         dctx_(ZSTD_createDCtx()),
         input_buffer_(ZSTD_DStreamInSize()) {}
-  ~ZstdSource() override {
-    ZSTD_freeDCtx(dctx_);
-    std::fclose(file_);
-  }
+  ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
   absl::StatusOr<size_t> Read(char* buffer, size_t size) override {
     ZSTD_outBuffer output{buffer, size, 0};
     while (output.pos == 0) {
       if (input_.pos == input_.size) {
-        size_t n = std::fread(input_buffer_.data(), 1, input_buffer_.size(), file_);
+        PREFIXSIM_ASSIGN_OR_RETURN(size_t n,
+                                   raw_->Read(input_buffer_.data(), input_buffer_.size()));
         if (n == 0) {
-          if (std::ferror(file_)) {
-            return absl::InvalidArgumentError(absl::StrCat(path_, ": read error"));
-          }
           // A frame still open at end of file means the file was cut short.
           if (last_result_ != 0) {
             return absl::InvalidArgumentError(
-                absl::StrCat(path_, ": corrupt zstd data: truncated frame"));
+                absl::StrCat(name_, ": corrupt zstd data: truncated frame"));
           }
           return size_t{0};
         }
@@ -101,15 +144,15 @@ class ZstdSource : public ByteSource {
       last_result_ = ZSTD_decompressStream(dctx_, &output, &input_);
       if (ZSTD_isError(last_result_)) {
         return absl::InvalidArgumentError(
-            absl::StrCat(path_, ": corrupt zstd data: ", ZSTD_getErrorName(last_result_)));
+            absl::StrCat(name_, ": corrupt zstd data: ", ZSTD_getErrorName(last_result_)));
       }
     }
     return output.pos;
   }
 
  private:
-  std::string path_;
-  std::FILE* file_;
+  std::string name_;
+  std::unique_ptr<ByteSource> raw_;
   ZSTD_DCtx* dctx_;
   std::vector<char> input_buffer_;
   ZSTD_inBuffer input_{nullptr, 0, 0};
@@ -119,21 +162,34 @@ class ZstdSource : public ByteSource {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
+  const bool is_stdin = path == "-";
+  // A pipe can be read once: a second reader (compare opens the trace once per policy) would
+  // see the rest of what the first one left, so it is refused instead.
+  static std::atomic<bool> stdin_taken{false};
+  if (is_stdin && stdin_taken.exchange(true)) {
+    return absl::InvalidArgumentError(
+        "-: standard input can be read only once per run; save the trace to a file to read it "
+        "again (e.g. once per policy)");
+  }
+  std::FILE* file = is_stdin ? stdin : std::fopen(path.c_str(), "rb");
   if (file == nullptr) return OpenError(path);
-  unsigned char magic[4] = {0, 0, 0, 0};
+  const std::string name = is_stdin ? "<stdin>" : path;
+  // The magic bytes decide, for files and standard input alike (never the name).
+  char magic[4] = {0, 0, 0, 0};
   size_t n = std::fread(magic, 1, sizeof(magic), file);
-  std::rewind(file);
-  if (n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    std::fclose(file);
-    gzFile gz = gzopen(path.c_str(), "rb");
-    if (gz == nullptr) return OpenError(path);
-    return std::make_unique<GzipSource>(path, gz);
+  if (n < sizeof(magic) && std::ferror(file)) {
+    if (!is_stdin) std::fclose(file);
+    return absl::InvalidArgumentError(absl::StrCat(name, ": read error"));
   }
-  if (n == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) {
-    return std::make_unique<ZstdSource>(path, file);
+  auto raw = std::make_unique<FileSource>(name, file, !is_stdin, std::string(magic, n));
+  const auto* m = reinterpret_cast<const unsigned char*>(magic);
+  if (n >= 2 && m[0] == 0x1f && m[1] == 0x8b) {
+    return std::make_unique<GzipSource>(name, std::move(raw));
   }
-  return std::make_unique<PlainSource>(path, file);
+  if (n == 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) {
+    return std::make_unique<ZstdSource>(name, std::move(raw));
+  }
+  return raw;
 }
 
 absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& path) {

@@ -24,7 +24,8 @@ class ByteSource {
   virtual absl::StatusOr<size_t> Read(char* buffer, size_t size) = 0;
 };
 
-// Opens `path`, choosing plain / gzip / zstd from the file's magic bytes (not its name).
+// Opens `path` ("-" = standard input), choosing plain / gzip / zstd from the first bytes (the
+// magic number), never from the name.
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path);
 
 class LineReader {
