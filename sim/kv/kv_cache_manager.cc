@@ -52,7 +52,7 @@ class KvCacheManager::Impl {
         coord_(plan, &pool_, options.num_reprefillable_tokens),
         caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
     fine_scratch_.resize(coord_.num_groups());
-    // Breakpoints of AllocateSlots (see QuietKey): every group's block size, where a block
+    // Breakpoints of AllocateSlots (see QuietRanges): every group's block size, where a block
     // fills (floor) or a new one is needed (ceil, offset 1); where a sliding window frees its
     // oldest block; chunk starts; and S, H, A for caching and mamba states.
     auto add = [&](int64_t m, int64_t offset) {
