@@ -8,7 +8,7 @@ namespace kv {
 BlockPool::BlockPool(int64_t num_blocks)
     : num_blocks_(num_blocks),
       sentinel_(static_cast<BlockId>(num_blocks)),
-      meta_(num_blocks + 1),
+      meta_(static_cast<size_t>(num_blocks) + 1, Meta{}),
       index_(num_blocks) {
   PREFIXSIM_CHECK(num_blocks >= 2);
   PREFIXSIM_CHECK(num_blocks < (int64_t{1} << 31) - 1);

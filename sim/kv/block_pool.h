@@ -18,11 +18,13 @@
 #ifndef PREFIXSIM_SIM_KV_BLOCK_POOL_H_
 #define PREFIXSIM_SIM_KV_BLOCK_POOL_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/status.h"
+#include "sim/kv/big_array.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/prefix_index.h"
 
@@ -34,10 +36,21 @@ inline constexpr BlockId kNullBlock = 0;
 inline constexpr BlockId kNoBlock = -1;
 
 // Index keys: a block hash salted with its group, and a 32-bit verifier of (check, group).
-inline uint64_t GroupSalt(int group) {
+constexpr uint64_t ComputeGroupSalt(int group) {
   uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(group + 1);
   x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ULL;
   return x ^ (x >> 29);
+}
+// Every publish, eviction and lookup salts a key: the salts of the first groups are a table.
+inline constexpr int kSaltTableSize = 64;
+inline constexpr auto kGroupSalts = [] {
+  std::array<uint64_t, kSaltTableSize> t{};
+  for (int g = 0; g < kSaltTableSize; ++g) t[g] = ComputeGroupSalt(g);
+  return t;
+}();
+inline uint64_t GroupSalt(int group) {
+  return static_cast<unsigned>(group) < kSaltTableSize ? kGroupSalts[group]
+                                                        : ComputeGroupSalt(group);
 }
 inline uint32_t GroupTag(int group, const HashPair& h) {
   return static_cast<uint32_t>(h.check ^ (h.check >> 32) ^ GroupSalt(group));
@@ -106,6 +119,15 @@ class BlockPool {
   // collision) if a different content already owns the key.
   bool Cache(BlockId b, int group, const HashPair& h);
 
+  // Cache hints, no effect on state. The pool's tables are far larger than the CPU caches and
+  // the operations of a step touch them at random places; issuing the loads of a batch first
+  // (every group's publish, a request's frees) overlaps their misses.
+  void PrefetchPublish(BlockId b, int group, const HashPair& h) const {
+    __builtin_prefetch(&meta_[b]);
+    index_.Prefetch(h.hash ^ GroupSalt(group));
+  }
+  void PrefetchFree(BlockId b) const { __builtin_prefetch(&meta_[b]); }
+
   // Drops the key of an in-use cached block so it can be re-keyed (a partial block that grew,
   // reference §8.2 cache_full_blocks "re-keyed"). Not an eviction.
   void Uncache(BlockId b);
@@ -155,7 +177,7 @@ class BlockPool {
     BlockId dup_prev = kNoBlock, dup_next = kNoBlock;  // blocks cached under the same key
     int64_t free_stamp = 0;  // of a cached block: when it last rejoined the free queue
   };
-  std::vector<Meta> meta_;  // num_blocks + 1 entries
+  BigArray<Meta> meta_;  // num_blocks + 1 entries
   PrefixIndex index_;       // key -> the first block cached under it
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;

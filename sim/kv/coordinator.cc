@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/inlined_vector.h"
 #include "prefixsim/status.h"
 
 namespace prefixsim {
@@ -51,6 +52,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
       unhashable_group_ = static_cast<int>(g);
     }
   }
+  num_groups_ = static_cast<int>(managers_.size());
   // Spec-groups: identical specs are looked up as one batch, full attention first (§9.3).
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t g = 0; g < plan.groups.size(); ++g) {
@@ -195,9 +197,15 @@ int64_t KvCacheCoordinator::UnpublishedAlignmentTokens(int64_t n) const {
 
 int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n,
                                         int64_t step_end) const {
+  // Every group's publishes first as loads, then the publishes: their misses overlap.
+  absl::InlinedVector<int64_t, 32> limits(num_groups());
+  for (int g = 0; g < num_groups(); ++g) {
+    limits[g] = CacheLimit(g, n);
+    if (limits[g] > 0) managers_[g]->PrefetchPublishes(groups[g], fine, limits[g], step_end);
+  }
   int64_t cached = 0;
   for (int g = 0; g < num_groups(); ++g) {
-    const int64_t limit = CacheLimit(g, n);
+    const int64_t limit = limits[g];
     if (limit <= 0) continue;
     cached += managers_[g]->CacheBlocks(&groups[g], fine, limit, step_end);
   }

@@ -25,7 +25,7 @@ class KvCacheCoordinator {
   // caching are possible. The first group that is not, or -1.
   int unhashable_group() const { return unhashable_group_; }
 
-  int num_groups() const { return static_cast<int>(managers_.size()); }
+  int num_groups() const { return num_groups_; }
   bool unitary() const { return managers_.size() == 1; }
   int64_t hash_block_size() const { return hash_block_size_; }            // H
   int64_t hit_alignment() const { return hit_alignment_; }                // A
@@ -66,6 +66,7 @@ class KvCacheCoordinator {
     const SingleTypeManager* manager = nullptr;
   };
 
+  int num_groups_ = 0;  // managers_.size(), read in every per-group loop
   std::vector<std::unique_ptr<SingleTypeManager>> managers_;
   std::vector<SpecGroup> spec_groups_;  // full attention first
   int64_t hash_block_size_;

@@ -104,6 +104,16 @@ int64_t MambaManager::AllocateNew(GroupBlocks* g, int64_t /*need*/, int64_t main
   return 1;
 }
 
+void MambaManager::PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
+                                     int64_t step_end) const {
+  if (step_end <= 0 || step_end > limit) return;
+  const int64_t i = CeilDiv(step_end, block_size_) - 1;
+  if (i >= static_cast<int64_t>(g.blocks.size()) || g.blocks[i] == kNullBlock) return;
+  const HashPair& h = step_end % block_size_ == 0 ? BlockHash(fine, i)
+                                                  : fine[step_end / params_.hash_block_size - 1];
+  pool_->PrefetchPublish(g.blocks[i], group_id_, h);
+}
+
 int64_t MambaManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                                   int64_t step_end) const {
   int64_t n = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "prefixsim/status.h"
+#include "sim/kv/big_array.h"
 
 namespace prefixsim {
 namespace kv {
@@ -25,7 +26,7 @@ class PrefixIndex {
   explicit PrefixIndex(int64_t max_entries) {
     uint64_t cap = 16;
     while (cap < static_cast<uint64_t>(max_entries) * 2) cap <<= 1;
-    slots_.assign(cap, Slot{0, -1, 0});
+    slots_ = BigArray<Slot>(cap, Slot{0, -1, 0});
     mask_ = cap - 1;
   }
 
@@ -87,7 +88,7 @@ class PrefixIndex {
   size_t size() const { return size_; }
 
  private:
-  std::vector<Slot> slots_;
+  BigArray<Slot> slots_;
   uint64_t mask_ = 0;
   size_t size_ = 0;
 };

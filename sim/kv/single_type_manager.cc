@@ -81,6 +81,15 @@ int64_t SingleTypeManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int
   return n;
 }
 
+void SingleTypeManager::PrefetchPublishes(const GroupBlocks& g, const HashPair* fine,
+                                          int64_t limit, int64_t /*step_end*/) const {
+  const int64_t num_full =
+      std::min<int64_t>(limit / block_size_, static_cast<int64_t>(g.blocks.size()));
+  for (int64_t i = g.num_cached; i < num_full; ++i) {
+    if (g.blocks[i] != kNullBlock) pool_->PrefetchPublish(g.blocks[i], group_id_, BlockHash(fine, i));
+  }
+}
+
 bool SingleTypeManager::NeedsCopyOnWrite(const std::vector<BlockId>& hit,
                                          int64_t hit_tokens) const {
   return params_.partial_hits && !hit.empty() && hit.back() != kNullBlock &&
@@ -88,7 +97,14 @@ bool SingleTypeManager::NeedsCopyOnWrite(const std::vector<BlockId>& hit,
 }
 
 void SingleTypeManager::FreeAll(GroupBlocks* g) const {
-  for (auto it = g->blocks.rbegin(); it != g->blocks.rend(); ++it) pool_->Free(*it);
+  // The blocks were allocated long ago: their records are cold. Load a few ahead.
+  constexpr size_t kAhead = 8;
+  const size_t size = g->blocks.size();
+  for (size_t i = 0; i < std::min(size, kAhead); ++i) pool_->PrefetchFree(g->blocks[size - 1 - i]);
+  for (size_t i = 0; i < size; ++i) {
+    if (i + kAhead < size) pool_->PrefetchFree(g->blocks[size - 1 - i - kAhead]);
+    pool_->Free(g->blocks[size - 1 - i]);
+  }
   g->blocks.clear();
   g->num_cached = 0;
 }

@@ -78,6 +78,10 @@ class SingleTypeManager {
   // Returns how many blocks were published. step_end < 0: unknown.
   virtual int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                               int64_t step_end) const;
+  // Hints the pool about the blocks CacheBlocks(g, fine, limit, step_end) will publish (a
+  // prefetch only: an inexact guess costs nothing but the loads).
+  virtual void PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
+                                 int64_t step_end) const;
   // Frees all blocks, tail first (reference §8.2).
   void FreeAll(GroupBlocks* g) const;
 
@@ -157,6 +161,8 @@ class MambaManager : public SingleTypeManager {
   int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit, int64_t need,
                               int64_t main, int64_t total) const override;
   int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const override;
+  void PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
+                         int64_t step_end) const override;
   int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
   bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }

@@ -1,0 +1,93 @@
+// A fixed-size array for the block pool's per-block records and its prefix index: the tables
+// that every allocation, eviction and publish touches at a random place. Past a few MiB they
+// are backed by transparent huge pages where the kernel offers them (madvise mode), so those
+// random accesses stop missing the TLB and the table costs a few page faults instead of one per
+// 4 KiB. Elsewhere (no THP, small tables) it is plain memory; the contents are the same.
+#ifndef PREFIXSIM_SIM_KV_BIG_ARRAY_H_
+#define PREFIXSIM_SIM_KV_BIG_ARRAY_H_
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace prefixsim {
+namespace kv {
+
+template <typename T>
+class BigArray {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
+                "BigArray holds plain records");
+
+ public:
+  BigArray() = default;
+  BigArray(size_t n, const T& value) : size_(n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes >= kHugeThreshold) {
+      // Over-map by one huge page so the table can start on a 2 MiB boundary: only aligned
+      // 2 MiB ranges can be huge pages.
+      map_bytes_ = bytes + kHugePage;
+      void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+      if (p != MAP_FAILED) {
+        map_ = p;
+        const uintptr_t aligned =
+            (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+        data_ = reinterpret_cast<T*>(aligned);
+        madvise(data_, bytes, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
+      } else {
+        map_bytes_ = 0;
+      }
+    }
+    if (data_ == nullptr) {
+      data_ = static_cast<T*>(::operator new(bytes > 0 ? bytes : 1));
+    }
+    std::uninitialized_fill_n(data_, n, value);
+  }
+  BigArray(const BigArray&) = delete;
+  BigArray& operator=(const BigArray&) = delete;
+  BigArray(BigArray&& o) noexcept { Swap(o); }
+  BigArray& operator=(BigArray&& o) noexcept {
+    BigArray tmp(std::move(o));
+    Swap(tmp);
+    return *this;
+  }
+  ~BigArray() {
+    if (map_ != nullptr) {
+      munmap(map_, map_bytes_);
+    } else if (data_ != nullptr) {
+      ::operator delete(data_);
+    }
+  }
+
+  size_t size() const { return size_; }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugeThreshold = size_t{4} << 20;
+
+  void Swap(BigArray& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(map_, o.map_);
+    std::swap(map_bytes_, o.map_bytes_);
+  }
+
+  T* data_ = nullptr;
+  size_t size_ = 0;
+  void* map_ = nullptr;  // the mapping data_ lies in, when mmap'ed
+  size_t map_bytes_ = 0;
+};
+
+}  // namespace kv
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_KV_BIG_ARRAY_H_
