@@ -73,6 +73,11 @@ struct PrefixHit {
 // turn's prompt names an earlier turn's generated output.
 uint64_t GeneratedOutputContentId(uint64_t request_id);
 
+// Names a request tracked by a KvCacheManager (a slot of its request table).
+struct KvRequestHandle {
+  uint32_t slot = UINT32_MAX;
+};
+
 class KvCacheManager {
  public:
   // REQUIRES: plan.num_blocks >= 2 (the null block plus one usable block).
@@ -81,21 +86,25 @@ class KvCacheManager {
   KvCacheManager(const KvCacheManager&) = delete;
   KvCacheManager& operator=(const KvCacheManager&) = delete;
 
-  // Starts tracking a request. REQUIRES: *request outlives RemoveRequest(request->id); ids unique.
-  void AddRequest(const Request* request);
-  // Stops tracking. REQUIRES: its blocks were freed with Free().
+  // Starts tracking a request; the handle names it in the calls below until RemoveRequest (the
+  // per-step calls then need no id lookup). REQUIRES: *request outlives RemoveRequest(request->id);
+  // ids unique.
+  KvRequestHandle AddRequest(const Request* request);
+  // Stops tracking; its handle is invalid from now on. REQUIRES: its blocks were freed with Free().
   void RemoveRequest(uint64_t request_id);
+  // The handle of a tracked request. REQUIRES: AddRequest'ed and not removed.
+  KvRequestHandle Handle(uint64_t request_id) const;
 
   // Tells the manager that the request's verified token count (prompt + accepted outputs, no
   // drafts) is now `num_tokens`. Output tokens beyond Request::output get unique content.
-  void SetNumTokens(uint64_t request_id, int64_t num_tokens);
+  void SetNumTokens(KvRequestHandle request, int64_t num_tokens);
 
   // Prefix lookup for a request that holds no blocks (new, or preempted and reset): the longest
   // hit with max_hit = num_tokens - 1 (reference §9). The matched blocks are remembered and taken
   // by the next AllocateSlots call for this request. Without prefix caching, returns {0, 0}.
   // Look up again before retrying an AllocateSlots that returned false (vLLM looks up every
   // step): a remembered hit whose blocks were evicted meanwhile aborts.
-  PrefixHit GetComputedBlocks(uint64_t request_id);
+  PrefixHit GetComputedBlocks(KvRequestHandle request);
 
   // Allocates blocks so that the request can hold num_computed_tokens + num_new_computed_tokens +
   // num_new_tokens (+ num_lookahead_tokens, capped at max_model_len) tokens, all groups or none
@@ -105,12 +114,24 @@ class KvCacheManager {
   // but, as in vLLM, blocks that fell out of a sliding window / local chunk before
   // num_computed_tokens + num_new_computed_tokens are released first.
   // num_new_computed_tokens must be 0 (discarding a remembered hit) or the hit_tokens returned.
-  bool AllocateSlots(uint64_t request_id, int64_t num_computed_tokens, int64_t num_new_tokens,
+  bool AllocateSlots(KvRequestHandle request, int64_t num_computed_tokens, int64_t num_new_tokens,
                      int64_t num_new_computed_tokens, int64_t num_lookahead_tokens);
 
   // Frees all of the request's blocks, tail first (reference §8.2). The request stays registered
   // and may look up and allocate again (preemption).
-  void Free(uint64_t request_id);
+  void Free(KvRequestHandle request);
+
+  // The same calls by request id (one hash lookup each; tests and tools).
+  void SetNumTokens(uint64_t request_id, int64_t num_tokens) {
+    SetNumTokens(Handle(request_id), num_tokens);
+  }
+  PrefixHit GetComputedBlocks(uint64_t request_id) { return GetComputedBlocks(Handle(request_id)); }
+  bool AllocateSlots(uint64_t request_id, int64_t num_computed_tokens, int64_t num_new_tokens,
+                     int64_t num_new_computed_tokens, int64_t num_lookahead_tokens) {
+    return AllocateSlots(Handle(request_id), num_computed_tokens, num_new_tokens,
+                         num_new_computed_tokens, num_lookahead_tokens);
+  }
+  void Free(uint64_t request_id) { Free(Handle(request_id)); }
 
   // Of `computed_tokens` computed tokens of a sequence, those the finest prefix-cacheable group
   // could publish at its own block boundary but that the hybrid caching rule (round-down to S,

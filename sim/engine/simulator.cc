@@ -122,7 +122,7 @@ void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/) {
   }
   SimRequest* raw = sim.get();
   live_[raw->slot] = std::move(sim);
-  kv_->AddRequest(raw->request.get());
+  raw->kv = kv_->AddRequest(raw->request.get());
   scheduler_->AddWaiting(raw);
 }
 
@@ -142,7 +142,7 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
       // With nothing running every block is free or evictable: this request can never be
       // served (vLLM would wait forever). Drop it and count it.
       SimRequest* req = scheduler_->PopWaitingFront();
-      kv_->Free(req->id());
+      kv_->Free(req->kv);
       kv_->RemoveRequest(req->id());
       result.skipped_does_not_fit += 1;
       if (req->record_index >= 0) {
@@ -220,7 +220,7 @@ void Simulator::FinishStep(int64_t now) {
       r->finished = true;
       done.push_back(r);
     } else {
-      kv_->SetNumTokens(r->id(), r->num_tokens);
+      kv_->SetNumTokens(r->kv, r->num_tokens);
       r->num_drafts = num_spec_tokens_;  // the drafter proposes k drafts for the next step
     }
   }
@@ -233,7 +233,7 @@ void Simulator::Finish(SimRequest* r) {
   ReplayResult& result = totals_.counters;
   result.unpublished_alignment_tokens +=
       kv_->UnpublishedAlignmentTokens(std::min(r->num_computed, r->num_tokens));
-  kv_->Free(r->id());
+  kv_->Free(r->kv);
   kv_->RemoveRequest(r->id());
   result.finished_requests += 1;
   result.prompt_tokens += r->request->prompt_tokens;

@@ -110,16 +110,20 @@ class KvCacheManager::Impl {
     }
   }
 
-  RequestState& State(uint64_t id) {
+  KvRequestHandle HandleOf(uint64_t id) const {
     auto it = index_.find(id);
     PREFIXSIM_CHECK(it != index_.end());
-    return slots_[it->second];
+    return KvRequestHandle{it->second};
   }
-  const RequestState& State(uint64_t id) const {
-    auto it = index_.find(id);
-    PREFIXSIM_CHECK(it != index_.end());
-    return slots_[it->second];
+  RequestState& State(KvRequestHandle h) {
+    PREFIXSIM_DCHECK(h.slot < slots_.size() && slots_[h.slot].request != nullptr);
+    return slots_[h.slot];
   }
+  const RequestState& State(KvRequestHandle h) const {
+    PREFIXSIM_DCHECK(h.slot < slots_.size() && slots_[h.slot].request != nullptr);
+    return slots_[h.slot];
+  }
+  const RequestState& State(uint64_t id) const { return State(HandleOf(id)); }
 
   void EnsureHashes(RequestState& st, int64_t num_chunks) {
     num_chunks = std::min(num_chunks, st.num_tokens / coord_.hash_block_size());
@@ -156,7 +160,7 @@ class KvCacheManager::Impl {
            need < r[5] && r[6] <= n && n < r[7];
   }
 
-  void AddRequest(const Request* r) {
+  KvRequestHandle AddRequest(const Request* r) {
     PREFIXSIM_CHECK(r != nullptr);
     uint32_t slot;
     if (!free_slots_.empty()) {
@@ -185,6 +189,7 @@ class KvCacheManager::Impl {
     st.shadow_held = 0;
     st.prev_verified_end = 0;
     st.prev_had_drafts = false;
+    return KvRequestHandle{slot};
   }
 
   void RemoveRequest(uint64_t id) {
@@ -199,16 +204,16 @@ class KvCacheManager::Impl {
     index_.erase(it);
   }
 
-  void SetNumTokens(uint64_t id, int64_t n) {
-    RequestState& st = State(id);
+  void SetNumTokens(KvRequestHandle h, int64_t n) {
+    RequestState& st = State(h);
     PREFIXSIM_CHECK(n >= 0);
     // Hashes of full chunks never change; a shrinking count would orphan them.
     PREFIXSIM_CHECK(n >= static_cast<int64_t>(st.hashes.size()) * coord_.hash_block_size());
     st.num_tokens = n;
   }
 
-  PrefixHit GetComputedBlocks(uint64_t id) {
-    RequestState& st = State(id);
+  PrefixHit GetComputedBlocks(KvRequestHandle h) {
+    RequestState& st = State(h);
     for (const auto& g : st.groups) PREFIXSIM_CHECK(g.blocks.empty());
     st.has_pending = false;
     st.pending_hit = 0;
@@ -276,9 +281,9 @@ class KvCacheManager::Impl {
     }
   }
 
-  bool AllocateSlots(uint64_t id, int64_t num_computed, int64_t num_new, int64_t num_new_computed,
+  bool AllocateSlots(KvRequestHandle h, int64_t num_computed, int64_t num_new, int64_t num_new_computed,
                      int64_t num_lookahead) {
-    RequestState& st = State(id);
+    RequestState& st = State(h);
     PREFIXSIM_CHECK(num_computed >= 0 && num_new >= 0 && num_new_computed >= 0 &&
                     num_lookahead >= 0);
     if (num_new_computed == 0 && st.has_pending) {
@@ -291,7 +296,8 @@ class KvCacheManager::Impl {
         std::fprintf(stderr,
                      "KvCacheManager: AllocateSlots(request %llu, num_new_computed=%lld) "
                      "without a matching GetComputedBlocks hit (%lld)\n",
-                     static_cast<unsigned long long>(id), static_cast<long long>(num_new_computed),
+                     static_cast<unsigned long long>(st.request->id),
+                     static_cast<long long>(num_new_computed),
                      static_cast<long long>(st.has_pending ? st.pending_hit : 0));
       }
       PREFIXSIM_CHECK(st.has_pending && st.pending_hit == num_new_computed);
@@ -413,8 +419,8 @@ class KvCacheManager::Impl {
     counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b);
   }
 
-  void Free(uint64_t id) {
-    RequestState& st = State(id);
+  void Free(KvRequestHandle h) {
+    RequestState& st = State(h);
     st.quiet_valid = false;
     st.prev_verified_end = 0;
     st.prev_had_drafts = false;
@@ -472,21 +478,26 @@ KvCacheManager::KvCacheManager(const KvPlan& plan, const KvCacheOptions& options
     : impl_(std::make_unique<Impl>(plan, options)) {}
 KvCacheManager::~KvCacheManager() = default;
 
-void KvCacheManager::AddRequest(const Request* request) { impl_->AddRequest(request); }
+KvRequestHandle KvCacheManager::AddRequest(const Request* request) {
+  return impl_->AddRequest(request);
+}
 void KvCacheManager::RemoveRequest(uint64_t request_id) { impl_->RemoveRequest(request_id); }
-void KvCacheManager::SetNumTokens(uint64_t request_id, int64_t num_tokens) {
-  impl_->SetNumTokens(request_id, num_tokens);
+KvRequestHandle KvCacheManager::Handle(uint64_t request_id) const {
+  return impl_->HandleOf(request_id);
 }
-PrefixHit KvCacheManager::GetComputedBlocks(uint64_t request_id) {
-  return impl_->GetComputedBlocks(request_id);
+void KvCacheManager::SetNumTokens(KvRequestHandle request, int64_t num_tokens) {
+  impl_->SetNumTokens(request, num_tokens);
 }
-bool KvCacheManager::AllocateSlots(uint64_t request_id, int64_t num_computed_tokens,
+PrefixHit KvCacheManager::GetComputedBlocks(KvRequestHandle request) {
+  return impl_->GetComputedBlocks(request);
+}
+bool KvCacheManager::AllocateSlots(KvRequestHandle request, int64_t num_computed_tokens,
                                    int64_t num_new_tokens, int64_t num_new_computed_tokens,
                                    int64_t num_lookahead_tokens) {
-  return impl_->AllocateSlots(request_id, num_computed_tokens, num_new_tokens,
+  return impl_->AllocateSlots(request, num_computed_tokens, num_new_tokens,
                               num_new_computed_tokens, num_lookahead_tokens);
 }
-void KvCacheManager::Free(uint64_t request_id) { impl_->Free(request_id); }
+void KvCacheManager::Free(KvRequestHandle request) { impl_->Free(request); }
 void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
   impl_->pool_.set_listener(listener);
 }

@@ -58,7 +58,7 @@ int64_t Scheduler::MambaAlignedSplit(const SimRequest& req, int64_t num_new_toke
 }
 
 void Scheduler::Preempt(SimRequest* req) {
-  kv_->Free(req->id());
+  kv_->Free(req->kv);
   req->num_computed = 0;
   req->num_drafts = 0;  // spec_token_ids are dropped
   req->num_preemptions += 1;
@@ -87,7 +87,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       continue;
     }
     bool scheduled = true;
-    while (!kv_->AllocateSlots(req->id(), req->num_computed, n, 0, config_.num_lookahead_tokens)) {
+    while (!kv_->AllocateSlots(req->kv, req->num_computed, n, 0, config_.num_lookahead_tokens)) {
       SimRequest* victim = running_.back();
       running_.pop_back();
       Preempt(victim);
@@ -118,7 +118,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     SimRequest* req = waiting_.front();
     PREFIXSIM_CHECK(req->num_computed == 0);
     PrefixHit hit;
-    if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->id());
+    if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->kv);
     const int64_t computed = hit.hit_tokens;
     PREFIXSIM_CHECK(computed >= 0 && computed < req->num_tokens);
     int64_t n = req->num_tokens - computed;
@@ -136,7 +136,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       break;
     }
     // A fresh prefill (num_computed_tokens == 0 before the hit) reserves no lookahead.
-    if (!kv_->AllocateSlots(req->id(), 0, n, computed, 0)) {
+    if (!kv_->AllocateSlots(req->kv, 0, n, computed, 0)) {
       last_stop_ = AdmissionStop::kAllocationFailed;
       break;
     }

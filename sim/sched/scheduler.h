@@ -38,6 +38,7 @@ struct SimRequest {
   int64_t first_lost_to_alignment = 0;
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
+  KvRequestHandle kv;         // its entry in the KV cache manager
   uint64_t id() const { return request->id; }
 };
 
