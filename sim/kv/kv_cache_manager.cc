@@ -369,6 +369,18 @@ class KvCacheManager::Impl {
       }
       st.has_pending = false;
     }
+    if (num_computed == 0) {
+      // A request's first allocation sizes its block tables for its whole life (prompt, outputs,
+      // lookahead; at most max_model_len), so the tables grow without reallocating. Done here,
+      // not at AddRequest: a long waiting queue holds no table memory.
+      const int64_t life = std::min(st.request->prompt_tokens + st.request->output_tokens +
+                                        num_lookahead, cap);
+      for (int g = 0; g < coord_.num_groups(); ++g) {
+        const size_t blocks =
+            static_cast<size_t>(kv::CeilDiv(life, coord_.manager(g).block_size()) + 1);
+        if (st.groups[g].blocks.capacity() < blocks) st.groups[g].blocks.reserve(blocks);
+      }
+    }
     counters_.allocated_blocks += coord_.AllocateNew(st.groups.data(), need, main, total);
     // All-or-nothing: the step took no more blocks than it reserved.
     PREFIXSIM_CHECK(free_before - pool_.num_free() <= k);
