@@ -13,6 +13,7 @@
 #include "prefixsim/status.h"
 #include "sim/cli/atomic_file.h"
 #include "sim/cli/trace_flags.h"
+#include "sim/trace/read_ahead.h"
 
 namespace prefixsim::cli {
 
@@ -50,7 +51,12 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
                                        std::function<void(const RequestRecord&)> record_sink) {
   TraceOptions trace_options = o.trace_options;
   trace_options.seed = o.seed;
-  const TraceOpener open_trace = [&]() { return OpenTrace(o.trace, trace_options); };
+  // The trace is parsed on a second thread, ahead of the simulation (same requests, same order).
+  const TraceOpener open_trace = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
+                               OpenTrace(o.trace, trace_options));
+    return ReadAhead(std::move(reader));
+  };
   ReplayOptions options;
   options.seed = o.seed;
   options.check_invariants = o.check_invariants;
