@@ -281,11 +281,46 @@ class KvCacheManager::Impl {
     }
   }
 
-  bool AllocateSlots(KvRequestHandle h, int64_t num_computed, int64_t num_new, int64_t num_new_computed,
-                     int64_t num_lookahead) {
+  // The token counts an AllocateSlots call works with (see AllocateSlotsFull).
+  struct SlotArgs {
+    int64_t total, main, need, n;
+  };
+  SlotArgs Args(const RequestState& st, int64_t num_computed, int64_t num_new,
+                int64_t num_new_computed, int64_t num_lookahead) const {
+    const int64_t cap = options_.max_model_len > 0 ? options_.max_model_len : INT64_MAX / 4;
+    SlotArgs a;
+    a.total = std::min(num_computed + num_new_computed, cap);
+    a.main = a.total + num_new;
+    a.need = std::min(a.main + num_lookahead, cap);
+    // Tokens cached after this step: drafts and lookahead slots never are, only verified tokens
+    // (reference §10.2).
+    a.n = std::max<int64_t>(
+        0, std::min(a.total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
+    return a;
+  }
+
+  bool AllocateSlots(KvRequestHandle h, int64_t num_computed, int64_t num_new,
+                     int64_t num_new_computed, int64_t num_lookahead) {
     RequestState& st = State(h);
     PREFIXSIM_CHECK(num_computed >= 0 && num_new >= 0 && num_new_computed >= 0 &&
                     num_lookahead >= 0);
+    // The decode steps between block boundaries (see QuietRanges) return here, in a few
+    // instructions; everything else, and every call under invariant checks, runs in full.
+    if (num_new_computed == 0 && !st.has_pending && st.quiet_valid && options_.fast_path &&
+        !options_.check_invariants) {
+      const SlotArgs a = Args(st, num_computed, num_new, 0, num_lookahead);
+      if (InRanges(st.quiet_ranges, a.total, a.main, a.need, a.n)) {
+        st.prev_verified_end = std::min(a.total + num_new, st.num_tokens);
+        st.prev_had_drafts = st.prev_verified_end < a.main;
+        return true;
+      }
+    }
+    return AllocateSlotsFull(st, num_computed, num_new, num_new_computed, num_lookahead);
+  }
+
+  [[gnu::noinline]] bool AllocateSlotsFull(RequestState& st, int64_t num_computed,
+                                           int64_t num_new, int64_t num_new_computed,
+                                           int64_t num_lookahead) {
     if (num_new_computed == 0 && st.has_pending) {
       st.has_pending = false;  // the caller does not use the hit
       for (auto& p : st.pending) p.clear();
@@ -305,14 +340,8 @@ class KvCacheManager::Impl {
       ValidatePending(st);
     }
     const int64_t cap = options_.max_model_len > 0 ? options_.max_model_len : INT64_MAX / 4;
-    const int64_t local = num_computed + num_new_computed;
-    const int64_t total = std::min(local, cap);
-    const int64_t main = total + num_new;
-    const int64_t need = std::min(main + num_lookahead, cap);
-    // Tokens cached after this step: drafts and lookahead slots never are, only verified tokens
-    // (reference §10.2).
-    const int64_t n = std::max<int64_t>(
-        0, std::min(total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
+    const SlotArgs args = Args(st, num_computed, num_new, num_new_computed, num_lookahead);
+    const int64_t total = args.total, main = args.main, need = args.need, n = args.n;
     const bool quiet = !use_hit && options_.fast_path && st.quiet_valid &&
                        InRanges(st.quiet_ranges, total, main, need, n);
     const int64_t prev_verified_end = st.prev_verified_end;
