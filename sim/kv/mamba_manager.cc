@@ -104,30 +104,38 @@ int64_t MambaManager::AllocateNew(GroupBlocks* g, int64_t /*need*/, int64_t main
   return 1;
 }
 
+// The state CacheBlocks(g, fine, limit, step_end) publishes: the block holding the state at
+// step_end and its hash, or null when there is none to publish.
+const HashPair* MambaManager::StateToPublish(const GroupBlocks& g, const HashPair* fine,
+                                             int64_t limit, int64_t step_end,
+                                             BlockId* block) const {
+  const int64_t unit = params_.partial_hits ? params_.hash_block_size : block_size_;
+  if (step_end <= 0 || step_end % unit != 0 || step_end > limit ||
+      step_end % params_.hit_alignment != 0) {
+    return nullptr;
+  }
+  const int64_t i = CeilDiv(step_end, block_size_) - 1;
+  if (i >= static_cast<int64_t>(g.blocks.size())) return nullptr;
+  *block = g.blocks[i];
+  if (*block == kNullBlock) return nullptr;
+  return step_end % block_size_ == 0 ? &BlockHash(fine, i)
+                                     : &fine[step_end / params_.hash_block_size - 1];
+}
+
 void MambaManager::PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
                                      int64_t step_end) const {
-  if (step_end <= 0 || step_end > limit) return;
-  const int64_t i = CeilDiv(step_end, block_size_) - 1;
-  if (i >= static_cast<int64_t>(g.blocks.size()) || g.blocks[i] == kNullBlock) return;
-  const HashPair& h = step_end % block_size_ == 0 ? BlockHash(fine, i)
-                                                  : fine[step_end / params_.hash_block_size - 1];
-  pool_->PrefetchPublish(g.blocks[i], group_id_, h);
+  BlockId b;
+  if (const HashPair* h = StateToPublish(g, fine, limit, step_end, &b)) {
+    pool_->PrefetchPublish(b, group_id_, *h);
+  }
 }
 
 int64_t MambaManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                                   int64_t step_end) const {
   int64_t n = 0;
-  const int64_t unit = params_.partial_hits ? params_.hash_block_size : block_size_;
-  if (step_end > 0 && step_end % unit == 0 && step_end <= limit &&
-      step_end % params_.hit_alignment == 0) {
-    const int64_t i = CeilDiv(step_end, block_size_) - 1;
-    if (i < static_cast<int64_t>(g->blocks.size())) {
-      const BlockId b = g->blocks[i];
-      const HashPair& h = step_end % block_size_ == 0
-                              ? BlockHash(fine, i)
-                              : fine[step_end / params_.hash_block_size - 1];
-      if (b != kNullBlock && !pool_->is_cached(b) && pool_->Cache(b, group_id_, h)) ++n;
-    }
+  BlockId b;
+  if (const HashPair* h = StateToPublish(*g, fine, limit, step_end, &b)) {
+    if (!pool_->is_cached(b) && pool_->Cache(b, group_id_, *h)) ++n;
   }
   g->num_cached = std::max(g->num_cached, limit / block_size_);
   return n;

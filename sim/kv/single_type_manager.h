@@ -166,6 +166,10 @@ class MambaManager : public SingleTypeManager {
   int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
   bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
+
+ private:
+  const HashPair* StateToPublish(const GroupBlocks& g, const HashPair* fine, int64_t limit,
+                                 int64_t step_end, BlockId* block) const;
 };
 
 std::unique_ptr<SingleTypeManager> MakeManager(const KvGroup& spec, int group_id, BlockPool* pool,
