@@ -27,6 +27,8 @@ class CacheEventListener {
   virtual ~CacheEventListener() = default;
   virtual void OnBlockStored(uint64_t key, uint32_t tag) = 0;
   virtual void OnBlockRemoved(uint64_t key) = 0;
+  // A hint that an event for `key` may come soon (a cache prefetch; no event is implied).
+  virtual void Prefetch(uint64_t /*key*/) const {}
 };
 
 struct KvCacheOptions {

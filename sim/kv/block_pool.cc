@@ -82,7 +82,11 @@ BlockId BlockPool::Allocate() {
   if (head != sentinel_) {
     const Meta& m = meta_[head];
     __builtin_prefetch(&meta_[m.next]);
-    if (m.group >= 0) index_.Prefetch(m.hash.hash ^ GroupSalt(m.group));
+    if (m.group >= 0) {
+      const uint64_t key = m.hash.hash ^ GroupSalt(m.group);
+      index_.Prefetch(key);
+      if (listener_ != nullptr) listener_->Prefetch(key);
+    }
   }
   return b;
 }

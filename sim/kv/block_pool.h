@@ -124,7 +124,9 @@ class BlockPool {
   // (every group's publish, a request's frees) overlaps their misses.
   void PrefetchPublish(BlockId b, int group, const HashPair& h) const {
     __builtin_prefetch(&meta_[b]);
-    index_.Prefetch(h.hash ^ GroupSalt(group));
+    const uint64_t key = h.hash ^ GroupSalt(group);
+    index_.Prefetch(key);
+    if (listener_ != nullptr) listener_->Prefetch(key);
   }
   void PrefetchFree(BlockId b) const { __builtin_prefetch(&meta_[b]); }
 

@@ -90,6 +90,16 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
   for (int g = 0; g < num_groups(); ++g) out[g].clear();
   if (max_hit <= 0 || spec_groups_.empty()) return 0;
   const size_t nsg = spec_groups_.size();
+  // Whole blocks only: a hit starts with full attention's first block (left to right, §9.2), so
+  // without it there is none; most lookups of a router's replicas end here.
+  if (!partial_hits_ && spec_groups_[0].full_attention) {
+    const SpecGroup& fa = spec_groups_[0];
+    const int64_t ratio = fa.block_size / hash_block_size_;
+    if (max_hit < fa.block_size || num_fine < ratio ||
+        index.Lookup(fa.gids[0], fa.manager->BlockHash(fine, 0)) == kNoBlock) {
+      return 0;
+    }
+  }
   if (unitary()) {
     const SpecGroup& sg = spec_groups_[0];
     // Unitary: the EAGLE drop is one block (A = B), reference §9.4.
