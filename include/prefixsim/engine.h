@@ -19,6 +19,7 @@
 #ifndef PREFIXSIM_ENGINE_H_
 #define PREFIXSIM_ENGINE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +71,10 @@ struct ReplayOptions {
   // Analytic cost model: active parameters per forward pass (all ranks); 0 = estimated from the
   // model's layer count (sim/cost/analytic.cc).
   double cost_active_params = 0;
+  // Null, or a flag that a signal handler sets to the signal's number (SIGINT, SIGTERM): once it
+  // is non-zero the replay stops before its next event and returns what it simulated so far,
+  // with ReplayResult::partial set. Read once per event (a relaxed load).
+  const std::atomic<int>* interrupt = nullptr;
 };
 
 // vLLM's PrefixCacheStats (reference §12): token-level, recorded when a waiting request is
@@ -117,7 +122,8 @@ struct RequestRecord {
   int64_t finish_ns = -1;
   int32_t preemptions = 0;
   int32_t replica = 0;  // the fleet replica that served it
-  // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt".
+  // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt", or
+  // "interrupted" (still waiting or running when an interrupted replay stopped).
   std::string skipped;
 };
 
@@ -169,6 +175,12 @@ struct ReplayResult {
   int64_t skipped_does_not_fit = 0;
   int64_t skipped_empty_prompt = 0;
   int64_t out_of_order_arrivals = 0;  // arrivals earlier than the previous one (clamped)
+  // An interrupted replay (ReplayOptions::interrupt): the counters cover what was simulated up
+  // to the signal; requests read but not finished by then are counted here (their per-request
+  // records say "interrupted"), so finished + skipped + interrupted = requests.
+  bool partial = false;
+  int interrupt_signal = 0;  // the signal's number
+  int64_t interrupted_requests = 0;
 
   PrefixCacheStats prefix_cache;
   // vLLM's logged "Prefix cache hit rate": the last hit_rate_window_requests admissions.

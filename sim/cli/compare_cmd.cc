@@ -14,6 +14,7 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
+#include "sim/cli/interrupt.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
 
@@ -37,6 +38,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--json", options->json_path, "write the comparison JSON here (- = stdout)");
   AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
+    InstallInterruptHandlers();
     std::vector<std::string> policies;
     for (absl::string_view p : absl::StrSplit(options->policies, ',', absl::SkipWhitespace())) {
       policies.emplace_back(p);
@@ -106,7 +108,8 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
         return;
       }
     }
-    ctx.exit_code = kExitOk;
+    // Interrupted: the outputs above are whole and say "partial" where they are.
+    ctx.exit_code = InterruptSignal() != 0 ? kExitInterrupted : kExitOk;
   });
 }
 

@@ -10,6 +10,7 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
+#include "sim/cli/interrupt.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cli/streamed_file.h"
 #include "sim/cost/cost_model.h"
@@ -43,6 +44,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--csv", options->csv_path, "write the per-request CSV here (- = stdout)");
   AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
+    InstallInterruptHandlers();
     if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options);
         !s.ok()) {
       ctx.exit_code = ReportError("replay", s);
@@ -124,7 +126,8 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
         return;
       }
     }
-    ctx.exit_code = kExitOk;
+    // Interrupted: the outputs above are whole and say "partial" where they are.
+    ctx.exit_code = InterruptSignal() != 0 ? kExitInterrupted : kExitOk;
   });
 }
 

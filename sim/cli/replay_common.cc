@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
 #include "sim/cli/atomic_file.h"
+#include "sim/cli/interrupt.h"
 #include "sim/cli/trace_flags.h"
 #include "sim/trace/read_ahead.h"
 
@@ -65,6 +66,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   options.record_sink = std::move(record_sink);
   options.hit_rate_window_requests = o.hit_rate_window;
   options.cost_active_params = o.active_params;
+  options.interrupt = InterruptFlag();  // set only where a command installed the handlers
   // A progress line on stderr, only for a terminal and only once the run has lasted a second.
   const bool show_progress = !o.no_progress && !progress_label.empty() && isatty(STDERR_FILENO);
   bool printed = false;

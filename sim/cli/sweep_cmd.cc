@@ -15,7 +15,9 @@
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
+#include "sim/cli/interrupt.h"
 #include "sim/grid/grid.h"
+#include "sim/report/report.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -182,9 +184,19 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("sweep", valid);
       return;
     }
+    InstallInterruptHandlers();
     auto stats = grid::RunSweep(*scenario, so);
     if (!stats.ok()) {
       ctx.exit_code = ReportError("sweep", stats.status());
+      return;
+    }
+    if (stats->interrupt_signal != 0) {
+      std::cerr << "sweep: PARTIAL: interrupted by " << SignalName(stats->interrupt_signal)
+                << ": " << stats->run << " points run, " << stats->not_run
+                << " stopped or not started (no file), " << stats->skipped
+                << " already done; results in " << o->out
+                << " cover the finished points; --resume runs the rest\n";
+      ctx.exit_code = kExitInterrupted;
       return;
     }
     std::cerr << "sweep: " << stats->run << " points run, " << stats->skipped << " already done, "

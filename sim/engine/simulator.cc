@@ -276,6 +276,30 @@ int64_t Simulator::OutstandingTokens() const {
   return tokens;
 }
 
+void Simulator::Interrupt() {
+  if (interrupted_) return;
+  interrupted_ = true;
+  for (std::unique_ptr<SimRequest>& req : live_) {
+    if (req == nullptr) continue;
+    totals_.counters.interrupted_requests += 1;
+    if (req->record_index >= 0) {
+      RequestRecord& rec = records_->at(req->record_index);
+      rec.skipped = "interrupted";
+      rec.output_tokens = req->num_outputs;
+      rec.first_token_ns = req->first_token_ns;
+      rec.preemptions = req->num_preemptions;
+      if (req->first_hit_tokens >= 0) {
+        rec.hit_tokens = req->first_hit_tokens;
+        rec.alignment_loss_tokens = req->first_alignment_loss;
+        rec.lost_to_alignment_tokens = req->first_lost_to_alignment;
+      }
+      records_->Final(req->record_index);
+    }
+  }
+  scheduler_->Clear();
+  busy_ = false;
+}
+
 ReplicaTotals Simulator::TakeTotals() {
   PREFIXSIM_CHECK(idle());
   ReplayResult& r = totals_.counters;

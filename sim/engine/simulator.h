@@ -61,6 +61,11 @@ class Simulator {
   int64_t OutstandingTokens() const;
   KvCacheManager& kv() { return *kv_; }
 
+  // An interrupted replay stops here: every request still waiting or running ends unfinished
+  // (counted in interrupted_requests, its record marked "interrupted"); the step in flight, if
+  // any, is dropped. Afterwards the replica is idle.
+  void Interrupt();
+
   // The replica's totals at the end. REQUIRES: idle(). Call once.
   ReplicaTotals TakeTotals();
 
@@ -86,6 +91,7 @@ class Simulator {
   int num_spec_tokens_ = 0;
 
   bool busy_ = false;
+  bool interrupted_ = false;
   std::vector<ScheduledSeq> batch_;
   std::vector<SeqWork> work_;
   std::vector<SimRequest*> done_;                  // requests finished by the current step

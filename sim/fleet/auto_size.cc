@@ -61,9 +61,19 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
     probes.push_back(p);
     return result;
   };
+  // An interrupted probe ends the search: its partial result is the answer, with the probes so
+  // far (the last one partial).
+  auto attach_probes = [&](ReplayResult* r) {
+    r->fleet->auto_sized = true;
+    r->fleet->probes = probes;
+  };
   int lo = 0;  // the largest size known not to keep up (0: none tried)
   int hi = 1;
   PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult best, probe(hi));
+  if (best.partial) {
+    attach_probes(&best);
+    return best;
+  }
   while (!probes.back().keeps_up) {
     // Once the fleet keeps the span, more replicas only shorten queues; if doubling no longer
     // moves p99 TTFT, it is the prefill time of the trace's long prompts on an idle engine and no
@@ -95,10 +105,18 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
     lo = hi;
     hi *= 2;
     PREFIXSIM_ASSIGN_OR_RETURN(best, probe(hi));
+    if (best.partial) {
+      attach_probes(&best);
+      return best;
+    }
   }
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
     PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result, probe(mid));
+    if (result.partial) {
+      attach_probes(&result);
+      return result;
+    }
     if (probes.back().keeps_up) {
       hi = mid;
       best = std::move(result);
@@ -109,6 +127,10 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
   if (wants_records) {
     // The same inputs and seed give the same run: only the records are new.
     PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult again, replay(hi, options));
+    if (again.partial) {
+      attach_probes(&again);
+      return again;
+    }
     PREFIXSIM_CHECK(again.prefix_cache.hits == best.prefix_cache.hits &&
                     again.num_steps == best.num_steps);
     best = std::move(again);

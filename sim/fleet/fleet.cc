@@ -71,6 +71,13 @@ absl::StatusOr<ReplayResult> Fleet::Run(TraceReader& trace) {
   PREFIXSIM_RETURN_IF_ERROR(ReadNext(trace));
   if (pending_) events_.Push(pending_->arrival_ns, Event{Event::kArrival, -1});
   while (!events_.empty()) {
+    if (options_.interrupt != nullptr) {
+      if (const int sig = options_.interrupt->load(std::memory_order_relaxed); sig != 0) {
+        interrupt_signal_ = sig;
+        for (auto& r : replicas_) r->Interrupt();
+        break;
+      }
+    }
     const auto ev = events_.Pop();
     switch (ev.payload.kind) {
       case Event::kArrival:
@@ -146,6 +153,7 @@ ReplayResult Fleet::Collect() {
     const ReplayResult& c = t.counters;
     r.requests += c.requests;
     r.finished_requests += c.finished_requests;
+    r.interrupted_requests += c.interrupted_requests;
     r.skipped_prompt_too_long += c.skipped_prompt_too_long;
     r.skipped_does_not_fit += c.skipped_does_not_fit;
     r.skipped_empty_prompt += c.skipped_empty_prompt;
@@ -198,6 +206,8 @@ ReplayResult Fleet::Collect() {
   }
   PREFIXSIM_CHECK(r.requests == requests_read_);
   r.out_of_order_arrivals = out_of_order_arrivals_;
+  r.partial = interrupt_signal_ != 0;
+  r.interrupt_signal = interrupt_signal_;
   r.recent_hit_rate = window_queries > 0
                           ? static_cast<double>(window_hits) / static_cast<double>(window_queries)
                           : 0.0;

@@ -57,6 +57,7 @@ class Fleet {
   std::unique_ptr<Request> pending_;  // the next request of the trace, not yet arrived
   std::vector<char> touched_;         // replicas given a request at the current instant
   int64_t requests_read_ = 0;
+  int interrupt_signal_ = 0;  // the signal that stopped the run (ReplayOptions::interrupt)
   int64_t out_of_order_arrivals_ = 0;
   int64_t first_arrival_ns_ = -1;
   int64_t last_arrival_ns_ = 0;

@@ -24,6 +24,7 @@
 #include "prefixsim/status.h"
 #include "sim/cli/atomic_file.h"
 #include "sim/cli/common.h"
+#include "sim/cli/interrupt.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
 
@@ -528,8 +529,19 @@ absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions
   auto worker = [&] {
     for (size_t i = next++; i < todo.size(); i = next++) {
       const Point& p = todo[i];
+      if (cli::InterruptSignal() != 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        ++stats.not_run;
+        continue;
+      }
       absl::StatusOr<Json> summary = RunPoint(scenario, p, o.include_wall_time);
       absl::Status s = summary.status();
+      if (s.ok() && summary->contains("partial")) {
+        // Stopped by a signal: a point file is a finished point or nothing.
+        std::lock_guard<std::mutex> lock(mu);
+        ++stats.not_run;
+        continue;
+      }
       if (s.ok()) {
         Json doc;
         doc["scenario"] = scenario.name;
@@ -560,6 +572,7 @@ absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions
   worker();
   for (auto& t : threads) t.join();
   if (!first_error.ok()) return first_error;
+  stats.interrupt_signal = cli::InterruptSignal();
   PREFIXSIM_RETURN_IF_ERROR(MergeSweepDirs({o.out_dir}, o.out_dir, /*require_complete=*/false));
   return stats;
 }

@@ -77,10 +77,15 @@ struct SweepOptions {
 struct SweepStats {
   int64_t run = 0;
   int64_t skipped = 0;  // already done (--resume)
+  // Interrupted (SIGINT/SIGTERM, see sim/cli/interrupt.h): the signal, and the points of the
+  // shard that were stopped or never started; none of them has a point file.
+  int interrupt_signal = 0;
+  int64_t not_run = 0;
 };
 
 // Runs the points of the shard on a thread pool, writes DIR/points/<index>-<id>.json (atomic)
-// and then DIR/results.{csv,json} from every point file in DIR.
+// and then DIR/results.{csv,json} from every point file in DIR. Interrupted, it starts no new
+// point, writes no file for a point that was stopped, and merges the finished ones.
 absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions& options);
 
 // Merges the point files of `dirs` into `out_dir` (points/ and results.{csv,json}).

@@ -449,6 +449,13 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
                    "</style></head><body>\n<h1>", Escape(options.title), "</h1>\n");
   if (!options.subtitle.empty())
     absl::StrAppend(&s, "<p class=\"sub\">", Escape(options.subtitle), "</p>\n");
+  for (const ReplayResult& r : results) {
+    if (!r.partial) continue;
+    absl::StrAppend(&s, "<p class=\"sub\"><strong>PARTIAL: interrupted by ",
+                    Escape(SignalName(r.interrupt_signal)),
+                    "; the figures cover what was simulated until then.</strong></p>\n");
+    break;
+  }
   if (results.empty()) return s + "<p>No results.</p></body></html>\n";
   const bool deltas = options.deltas && results.size() > 1;
   s += SummaryTable(results, deltas);

@@ -107,6 +107,12 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
   j["memory_waste"] = {{"padding_bytes_per_block", waste.padding_bytes_per_block},
                        {"waste_fraction", waste.waste_fraction}};
   j["requests"] = r.requests;
+  if (r.partial) {
+    // Only in interrupted runs, so that complete reports stay as they were.
+    j["partial"] = true;
+    j["interrupted_by"] = SignalName(r.interrupt_signal);
+    j["interrupted_requests"] = r.interrupted_requests;
+  }
   j["finished_requests"] = r.finished_requests;
   j["skipped_requests"] = {{"prompt_too_long", r.skipped_prompt_too_long},
                            {"does_not_fit", r.skipped_does_not_fit},
@@ -158,6 +164,9 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                         const ReportOptions& options) {
   nlohmann::ordered_json j;
+  for (const ReplayResult& r : results) {
+    if (r.partial) j["partial"] = true;
+  }
   j["policies"] = nlohmann::ordered_json::array();
   for (const ReplayResult& r : results) j["policies"].push_back(ReplayResultToJson(r, options));
   j["deltas"] = nlohmann::ordered_json::array();

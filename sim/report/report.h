@@ -33,6 +33,9 @@ PlanWaste ComputePlanWaste(const KvPlan& plan);
 nlohmann::ordered_json ReplayResultToJson(const ReplayResult& result,
                                           const ReportOptions& options = {});
 // The readable summary printed by `prefixsim replay`.
+// "SIGINT", "SIGTERM", or "signal N": how reports name ReplayResult::interrupt_signal.
+std::string SignalName(int signal);
+
 std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_time = true);
 // One row per request: id, arrival, prompt tokens, hit tokens, loss to alignment, TTFT,
 // end-to-end, preemptions (DESIGN §4.5), plus output tokens and why a request was skipped.

@@ -1,3 +1,4 @@
+#include <csignal>
 #include <sstream>
 #include <string>
 
@@ -43,14 +44,27 @@ std::string FleetSection(const FleetSummary& f) {
 
 }  // namespace
 
+std::string SignalName(int signal) {
+  if (signal == SIGINT) return "SIGINT";
+  if (signal == SIGTERM) return "SIGTERM";
+  return absl::StrCat("signal ", signal);
+}
+
 std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
   std::string s;
   const KvPlan& p = r.plan;
   const PrefixCacheStats& pc = r.prefix_cache;
   const int64_t skipped =
       r.skipped_prompt_too_long + r.skipped_does_not_fit + r.skipped_empty_prompt;
+  if (r.partial) {
+    absl::StrAppendFormat(&s,
+                          "PARTIAL: interrupted by %s; the figures cover what was simulated until "
+                          "then (%d requests still waiting or running count as not finished)\n",
+                          SignalName(r.interrupt_signal), r.interrupted_requests);
+  }
   absl::StrAppendFormat(&s, "policy %s: %d requests, %d finished, %d skipped", r.policy, r.requests,
                         r.finished_requests, skipped);
+  if (r.partial) absl::StrAppendFormat(&s, ", %d interrupted", r.interrupted_requests);
   if (skipped > 0) {
     absl::StrAppendFormat(&s, " (%d prompt > max_model_len, %d do not fit the KV cache, %d empty)",
                           r.skipped_prompt_too_long, r.skipped_does_not_fit,
@@ -127,6 +141,14 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
 std::string FormatComparison(const std::vector<ReplayResult>& results) {
   if (results.empty()) return "";
   std::string s;
+  for (const ReplayResult& r : results) {
+    if (!r.partial) continue;
+    absl::StrAppendFormat(&s,
+                          "PARTIAL: interrupted by %s; each policy's figures cover what it "
+                          "simulated until then (policies may have got different distances)\n",
+                          SignalName(r.interrupt_signal));
+    break;
+  }
   absl::StrAppendFormat(&s, "%-28s", "");
   for (const ReplayResult& r : results) absl::StrAppendFormat(&s, " %16s", r.policy);
   if (results.size() > 1) {

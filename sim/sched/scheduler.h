@@ -97,6 +97,12 @@ class Scheduler {
 
   // Drops requests marked finished from the running list, keeping the order of the others.
   void RemoveFinished();
+  // Forgets every waiting and running request (an interrupted replay; their KV state stays as
+  // it is and dies with the KV manager).
+  void Clear() {
+    running_.clear();
+    waiting_.clear();
+  }
 
   // Removes the front waiting request (it can never be scheduled) and returns it.
   SimRequest* PopWaitingFront();
