@@ -50,6 +50,9 @@ struct ReplayOptions {
   uint64_t seed = 0;
   // Runs the KV manager's invariant checker after every operation (tests; slow).
   bool check_invariants = false;
+  // Runs the KV manager's whole invariant checker after every Nth engine step of each replica
+  // (0: never). Cheap enough for long soak runs, unlike check_invariants.
+  int64_t check_invariants_every = 0;
   // Keep one RequestRecord per request (the per-request CSV) in ReplayResult::per_request. Off
   // saves memory.
   bool record_requests = true;

@@ -37,6 +37,9 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                   "requests in the window of the logged (recent) hit rate")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--check-invariants-every", o->check_invariants_every,
+                  "check the KV cache's invariants after every Nth step (soak runs; 0 = never)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--check-invariants", o->check_invariants,
                 "run the KV cache invariant checker after every operation (slow)");
   cmd->add_flag("--no-wall-time", o->no_wall_time,
@@ -61,6 +64,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   ReplayOptions options;
   options.seed = o.seed;
   options.check_invariants = o.check_invariants;
+  options.check_invariants_every = o.check_invariants_every;
   options.kv_fast_path = !o.no_fast_path;
   options.record_requests = keep_records;
   options.record_sink = std::move(record_sink);

@@ -22,6 +22,7 @@ struct ReplayCliOptions {
   uint64_t seed = 0;
   double active_params = 0;
   bool check_invariants = false;
+  int64_t check_invariants_every = 0;
   bool no_wall_time = false;
   bool no_progress = false;
   bool no_fast_path = false;

@@ -190,6 +190,10 @@ int Simulator::SampleAccepted(SimRequest* req, int num_drafts) {
 void Simulator::FinishStep(int64_t now) {
   PREFIXSIM_CHECK(busy_);
   busy_ = false;
+  if (options_.check_invariants_every > 0 &&
+      totals_.counters.num_steps % options_.check_invariants_every == 0) {
+    kv_->CheckInvariants();  // aborts with the broken invariant
+  }
   ReplayResult& result = totals_.counters;
   std::vector<SimRequest*>& done = done_;
   done.clear();

@@ -3,7 +3,8 @@
 // sample replayed with and without it (--no-fast-path, the slow reference path) gives
 // byte-identical JSON and CSV, on one engine and on a fleet. (With --check-invariants the fast
 // path also re-runs every skipped call in full and checks that it changes nothing; the engine
-// and fleet tests run that way.)
+// and fleet tests run that way.) The sampled checker of the soak (--check-invariants-every) only
+// reads: a run checking after every step gives the same bytes too.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -36,19 +37,21 @@ TEST_P(FastPathTest, SameBytesAsTheSlowPath) {
   const std::string src = PREFIXSIM_SOURCE_DIR;
   const std::string base =
       ::testing::TempDir() + "/" + std::to_string(getpid()) + "_fast_" + c.name;
-  std::string outputs[2];
-  for (int slow = 0; slow < 2; ++slow) {
-    const std::string json = base + (slow ? "_slow.json" : ".json");
-    const std::string csv = base + (slow ? "_slow.csv" : ".csv");
+  const char* modes[3] = {"", " --no-fast-path", " --check-invariants-every 1"};
+  std::string outputs[3];
+  for (int m = 0; m < 3; ++m) {
+    const std::string json = base + "_" + std::to_string(m) + ".json";
+    const std::string csv = base + "_" + std::to_string(m) + ".csv";
     const auto r =
         ::prefixsim::testing::RunCli("replay --trace " + src + "/traces/" + c.trace + " " + c.args +
                                      " --seed 5 --no-wall-time --no-progress --json " + json +
-                                     " --csv " + csv + (slow ? " --no-fast-path" : ""));
+                                     " --csv " + csv + modes[m]);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    outputs[slow] = ReadFile(json) + ReadFile(csv);
-    ASSERT_GT(outputs[slow].size(), 1000u);
+    outputs[m] = ReadFile(json) + ReadFile(csv);
+    ASSERT_GT(outputs[m].size(), 1000u);
   }
   EXPECT_TRUE(outputs[0] == outputs[1]) << "the fast path changed the results of " << c.name;
+  EXPECT_TRUE(outputs[0] == outputs[2]) << "the sampled checker changed the results of " << c.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
