@@ -19,6 +19,7 @@
 #include "prefixsim/request.h"
 #include "prefixsim/trace.h"
 #include "sim/cost/cost_model.h"
+#include "sim/grid/grid.h"
 
 namespace prefixsim::fuzz {
 
@@ -84,6 +85,20 @@ inline void FuzzStepTable(const uint8_t* data, size_t size) {
     (void)table->Interpolate(1, 4096);
     (void)table->Interpolate(1e6, 1e9);
   }
+}
+
+// A scenario file (sweep --grid, regress --suite): parsed and expanded into points, from a temp
+// file as the commands read it. Not validated: that would open the models, engines and traces
+// it names, wherever they are.
+inline void FuzzScenario(const uint8_t* data, size_t size) {
+  const std::string path = TempTracePath() + ".scenario.json";
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) std::abort();
+  if (size > 0 && std::fwrite(data, 1, size, file) != size) std::abort();
+  std::fclose(file);
+  auto scenario = grid::LoadScenario(path);
+  if (scenario.ok()) (void)grid::ShardPoints(scenario->points, 1, 3);
+  std::remove(path.c_str());
 }
 
 }  // namespace prefixsim::fuzz

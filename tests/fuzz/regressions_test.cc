@@ -31,6 +31,7 @@ const std::map<std::string, Body>& Targets() {
       {"engine_json_fuzz", FuzzEngineJson},
       {"hf_config_fuzz", FuzzHfConfig},
       {"step_table_fuzz", FuzzStepTable},
+      {"scenario_fuzz", FuzzScenario},
   };
   return *targets;
 }
