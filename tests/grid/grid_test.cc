@@ -208,6 +208,12 @@ TEST_F(GridTest, ShardsMergeToTheUnshardedRunByteForByte) {
              " --no-wall-time --jobs 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ExpectSameOutput(full, serial);
+  // And with more jobs than cores (threads interleave differently on every run).
+  const fs::path wide = dir_ / "wide";
+  r = RunCli("sweep -q --grid " + kSmallGrid + " --out " + wide.string() +
+             " --no-wall-time --jobs 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ExpectSameOutput(full, wide);
   std::string shard_dirs;
   for (int i = 0; i < 4; ++i) {
     const fs::path d = dir_ / ("shard-" + std::to_string(i));
