@@ -1,4 +1,5 @@
-// Runs the prefixsim binary in tests and captures its output and exit code.
+// Runs the prefixsim binary in tests and captures its output and exit code; reads the files it
+// writes.
 #ifndef PREFIXSIM_TESTS_CLI_RUNNER_H_
 #define PREFIXSIM_TESTS_CLI_RUNNER_H_
 
@@ -6,6 +7,9 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace prefixsim::testing {
@@ -27,6 +31,14 @@ inline CliResult RunCli(const std::string& args) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// The whole file as bytes ("" if it cannot be read).
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace prefixsim::testing

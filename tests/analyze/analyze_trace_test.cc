@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "prefixsim/analyze.h"
 #include "prefixsim/trace.h"
+#include "tests/cli_runner.h"
 
 namespace prefixsim {
 namespace {
@@ -36,12 +37,7 @@ void WriteFile(const fs::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 // Runs the CLI; returns its exit code, stdout in *out.
 int RunCli(const std::string& args, const fs::path& dir, std::string* out) {

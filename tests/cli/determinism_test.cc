@@ -13,12 +13,7 @@
 namespace prefixsim {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 std::string Twice(const std::string& args, const std::string& name) {
   std::string first;

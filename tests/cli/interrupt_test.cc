@@ -27,12 +27,7 @@ using Json = nlohmann::json;
 
 constexpr int64_t kRequests = 400000;  // a replay of this takes tens of seconds
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 // Starts the binary with `args`, stdout and stderr to files in `dir`; returns its pid.
 pid_t Spawn(const std::vector<std::string>& args, const fs::path& dir) {
@@ -148,13 +143,13 @@ TEST_F(InterruptTest, ReplayStopsOnSigintWithAPartialSummaryAndWholeFiles) {
   ASSERT_TRUE(streaming) << "the replay did not start streaming rows";
   ASSERT_TRUE(Running(pid)) << "finished before the signal: make the trace longer";
   ASSERT_EQ(kill(pid, SIGINT), 0);
-  EXPECT_EQ(WaitExit(pid), 130) << Slurp(d / "stderr.txt");
+  EXPECT_EQ(WaitExit(pid), 130) << ReadFile(d / "stderr.txt");
 
-  const std::string stdout_text = Slurp(d / "stdout.txt");
+  const std::string stdout_text = ReadFile(d / "stdout.txt");
   EXPECT_NE(stdout_text.find("PARTIAL: interrupted by SIGINT"), std::string::npos) << stdout_text;
   // Only the two outputs, complete: no temporary file.
   EXPECT_EQ(FilesIn(out), (std::vector<std::string>{"r.csv", "r.json"}));
-  const Json j = Json::parse(Slurp(out / "r.json"));
+  const Json j = Json::parse(ReadFile(out / "r.json"));
   ExpectPartialReplayJson(j, "SIGINT");
   // The CSV has one row per request read (interrupted ones say so), plus the header.
   std::ifstream csv(out / "r.csv");
@@ -188,7 +183,7 @@ TEST_F(InterruptTest, ReplayStopsOnSigtermToo) {
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(pid), 130);
   EXPECT_EQ(FilesIn(out), (std::vector<std::string>{"r.csv", "r.json"}));
-  ExpectPartialReplayJson(Json::parse(Slurp(out / "r.json")), "SIGTERM");
+  ExpectPartialReplayJson(Json::parse(ReadFile(out / "r.json")), "SIGTERM");
 }
 
 TEST_F(InterruptTest, CompareStopsEveryPolicy) {
@@ -203,10 +198,10 @@ TEST_F(InterruptTest, CompareStopsEveryPolicy) {
   std::this_thread::sleep_for(std::chrono::seconds(3));
   ASSERT_TRUE(Running(pid)) << "finished before the signal: make the trace longer";
   ASSERT_EQ(kill(pid, SIGINT), 0);
-  EXPECT_EQ(WaitExit(pid), 130) << Slurp(d / "stderr.txt");
-  EXPECT_NE(Slurp(d / "stdout.txt").find("PARTIAL: interrupted by SIGINT"), std::string::npos);
+  EXPECT_EQ(WaitExit(pid), 130) << ReadFile(d / "stderr.txt");
+  EXPECT_NE(ReadFile(d / "stdout.txt").find("PARTIAL: interrupted by SIGINT"), std::string::npos);
   EXPECT_EQ(FilesIn(out), (std::vector<std::string>{"c.json"}));
-  const Json j = Json::parse(Slurp(out / "c.json"));
+  const Json j = Json::parse(ReadFile(out / "c.json"));
   EXPECT_EQ(j.value("partial", false), true);
   ASSERT_EQ(j["policies"].size(), 2u);
   for (const Json& p : j["policies"]) ExpectPartialReplayJson(p, "SIGINT");
@@ -235,15 +230,15 @@ TEST_F(InterruptTest, SweepKeepsFinishedPointsOnly) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ASSERT_TRUE(Running(pid)) << "finished before the signal: make the trace longer";
   ASSERT_EQ(kill(pid, SIGINT), 0);
-  EXPECT_EQ(WaitExit(pid), 130) << Slurp(d / "stderr.txt");
-  EXPECT_NE(Slurp(d / "stderr.txt").find("PARTIAL: interrupted by SIGINT"), std::string::npos);
+  EXPECT_EQ(WaitExit(pid), 130) << ReadFile(d / "stderr.txt");
+  EXPECT_NE(ReadFile(d / "stderr.txt").find("PARTIAL: interrupted by SIGINT"), std::string::npos);
   // The finished points, nothing of the stopped one, no temporary file; results cover 2 of 4.
   const std::vector<std::string> files = FilesIn(points);
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[0].substr(0, 6), "00000-");
   EXPECT_EQ(files[1].substr(0, 6), "00001-");
   EXPECT_EQ(FilesIn(out), (std::vector<std::string>{"points", "results.csv", "results.json"}));
-  const Json results = Json::parse(Slurp(out / "results.json"));
+  const Json results = Json::parse(ReadFile(out / "results.json"));
   EXPECT_EQ(results["grid_size"].get<int>(), 4);
   EXPECT_EQ(results["points"].get<int>(), 2);
 }

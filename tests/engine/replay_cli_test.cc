@@ -15,12 +15,7 @@ namespace {
 
 using ::prefixsim::testing::RunCli;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 // A small Mooncake-format trace: 24 requests in 4 conversations sharing a 3-block system prompt.
 std::string WriteTrace() {

@@ -24,12 +24,7 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 // The JSON object in mixed stdout + stderr output (a warning may come before or after it).
 nlohmann::json JsonIn(const std::string& output) {

@@ -14,12 +14,7 @@
 namespace prefixsim {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 TEST(StreamedCsvTest, SameRowsAsTheKeptRecords) {
   const std::string src = PREFIXSIM_SOURCE_DIR;

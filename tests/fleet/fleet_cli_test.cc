@@ -16,12 +16,7 @@ namespace {
 
 using ::prefixsim::testing::RunCli;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 std::string Temp(const std::string& name) {
   return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;

@@ -26,12 +26,7 @@ using ::prefixsim::testing::RunCli;
 const std::string kSmallGrid = std::string(PREFIXSIM_SOURCE_DIR) + "/tests/data/grid/small.json";
 const std::string kTraces = std::string(PREFIXSIM_SOURCE_DIR) + "/traces";
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 void WriteFile(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary);

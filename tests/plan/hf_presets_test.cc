@@ -11,6 +11,7 @@
 
 #include "nlohmann/json.hpp"
 #include "prefixsim/model.h"
+#include "tests/cli_runner.h"
 
 namespace prefixsim {
 namespace {
@@ -204,12 +205,7 @@ std::string Format(const OrderedJson& model) {
   return text;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 TEST(HfPresetsTest, PresetsMatchTheirConvertedConfigs) {
   const std::string root = PREFIXSIM_SOURCE_DIR;

@@ -36,12 +36,7 @@ namespace fs = std::filesystem;
 
 constexpr char kChromium[] = "/usr/bin/chromium";
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::prefixsim::testing::ReadFile;
 
 // Runs argv with stdout/stderr redirected to files, in its own process group. Kills that group
 // (the browser and the helpers it started) if it runs past timeout_s. Returns the exit status, or
