@@ -251,12 +251,19 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
       Json doc;
       try {
         doc = Json::parse(text);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {
         return absl::InvalidArgumentError(absl::StrCat(f.string(), ": invalid JSON: ", e.what()));
       }
-      if (!doc.contains("index") || !doc.contains("scenario") || !doc.contains("result")) {
+      if (!doc.is_object() || !doc.contains("index") || !doc.contains("scenario") ||
+          !doc.contains("result")) {
         return FieldError(f.string(), "index", "not a sweep point file");
       }
+      for (const char* key : {"index", "grid_size"}) {
+        if (!doc.contains(key) || !doc[key].is_number_integer()) {
+          return FieldError(f.string(), key, "expected an integer");
+        }
+      }
+      if (!doc["scenario"].is_string()) return FieldError(f.string(), "scenario", "expected a string");
       const std::string name = doc["scenario"].get<std::string>();
       if (scenario_name.empty()) scenario_name = name;
       if (name != scenario_name) {

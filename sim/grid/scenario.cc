@@ -36,7 +36,8 @@ absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
   ss << in.rdbuf();
   try {
     return Json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number too large for a double (out_of_range.406).
     return absl::InvalidArgumentError(absl::StrCat(path, ": invalid JSON: ", e.what()));
   }
 }
