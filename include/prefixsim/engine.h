@@ -166,7 +166,7 @@ struct FleetSummary {
   int64_t router_index_checks = 0;
 };
 
-// A new counter here is also summed over replicas in Fleet::Collect (sim/fleet/fleet.cc).
+// A new counter here is also summed over replicas in AddReplayCounters (sim/engine/metrics.cc).
 struct ReplayResult {
   std::string policy;
   KvPlan plan;
