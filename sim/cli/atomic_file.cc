@@ -9,8 +9,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "prefixsim/status.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -40,27 +42,47 @@ absl::Status CreateTempFile(const std::string& path, std::string* temp) {
 
 }  // namespace
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::function<absl::Status(std::ostream&)>& write) {
+absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::string& path) {
+  std::unique_ptr<AtomicFileWriter> f(new AtomicFileWriter());
+  f->path_ = path;
+  if (path == "-") return f;
   std::string temp;
   if (absl::Status created = CreateTempFile(path, &temp); !created.ok()) return created;
-  absl::Status status;
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      status = absl::InvalidArgumentError(absl::StrCat(path, ": cannot open for writing"));
-    } else {
-      status = write(out);
-      out.close();
-      if (status.ok() && !out) status = absl::InternalError(absl::StrCat(path, ": write failed"));
-    }
+  f->temp_path_ = temp;
+  f->file_.open(temp, std::ios::binary | std::ios::trunc);
+  if (!f->file_) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open for writing"));
+  return f;
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (!temp_path_.empty() && !committed_) {
+    file_.close();
+    std::remove(temp_path_.c_str());
   }
-  if (status.ok() && std::rename(temp.c_str(), path.c_str()) != 0) {
-    status =
-        absl::InvalidArgumentError(absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
+}
+
+std::ostream& AtomicFileWriter::stream() { return temp_path_.empty() ? std::cout : file_; }
+
+absl::Status AtomicFileWriter::Commit() {
+  if (temp_path_.empty()) {
+    std::cout.flush();
+    return absl::OkStatus();
   }
-  if (!status.ok()) std::remove(temp.c_str());
-  return status;
+  file_.close();
+  if (!file_) return absl::InternalError(absl::StrCat(path_, ": write failed"));
+  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": cannot write: ", std::strerror(errno)));
+  }
+  committed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::function<absl::Status(std::ostream&)>& write) {
+  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Open(path));
+  PREFIXSIM_RETURN_IF_ERROR(write(file->stream()));
+  return file->Commit();  // the destructor removes the temp file on any error
 }
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {

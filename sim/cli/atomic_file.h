@@ -5,19 +5,45 @@
 #ifndef PREFIXSIM_SIM_CLI_ATOMIC_FILE_H_
 #define PREFIXSIM_SIM_CLI_ATOMIC_FILE_H_
 
+#include <fstream>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace prefixsim::cli {
+
+// An output written as a stream over a run (the streamed per-request CSV) and published the
+// same way: Commit() renames the temp file over the destination; destroyed without a Commit()
+// (an error, an interruption) it removes the temp file. "-" streams to stdout.
+class AtomicFileWriter {
+ public:
+  // InvalidArgument (naming the path) if the temp file cannot be created.
+  static absl::StatusOr<std::unique_ptr<AtomicFileWriter>> Open(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  std::ostream& stream();
+  // Flushes and renames the temp file over the destination; on failure the temp file is gone
+  // and the destination untouched.
+  absl::Status Commit();
+
+ private:
+  AtomicFileWriter() = default;
+  std::string path_, temp_path_;
+  std::ofstream file_;
+  bool committed_ = false;
+};
 
 // Calls `write` with a stream on a fresh temp file next to `path`, then renames it to `path`.
 // If `write` returns an error, the stream fails, or the rename fails, the temp file is removed,
 // `path` is left as it was, and the error is returned (InvalidArgument naming the path for an
-// unwritable destination).
+// unwritable destination). "-" writes to stdout.
 absl::Status WriteFileAtomically(const std::string& path,
                                  const std::function<absl::Status(std::ostream&)>& write);
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);

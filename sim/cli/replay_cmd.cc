@@ -7,12 +7,12 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
+#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/replay_common.h"
-#include "sim/cli/streamed_file.h"
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
 #include "sim/spec/acceptance_model.h"
@@ -63,10 +63,10 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     // --csv without --html streams its rows as requests end (memory bounded by the requests in
     // flight, not the trace); --html needs every record in memory anyway.
     const bool stream_csv = !options->csv_path.empty() && options->html.html_path.empty();
-    std::unique_ptr<StreamedFile> csv_file;
+    std::unique_ptr<AtomicFileWriter> csv_file;
     std::function<void(const RequestRecord&)> sink;
     if (stream_csv) {
-      auto opened = StreamedFile::Open(options->csv_path);
+      auto opened = AtomicFileWriter::Open(options->csv_path);
       if (!opened.ok()) {
         ctx.exit_code = ReportError("replay", opened.status());
         return;

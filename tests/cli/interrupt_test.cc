@@ -132,7 +132,7 @@ TEST_F(InterruptTest, ReplayStopsOnSigintWithAPartialSummaryAndWholeFiles) {
   const bool streaming = WaitFor(
       [&] {
         for (const auto& e : fs::directory_iterator(out)) {
-          if (e.path().filename().string().find(".tmp.") != std::string::npos &&
+          if (e.path().filename().string().find(".tmp") != std::string::npos &&
               fs::file_size(e.path()) > 10000) {
             return true;
           }

@@ -35,7 +35,7 @@ TEST(StreamedCsvTest, SameRowsAsTheKeptRecords) {
     EXPECT_TRUE(a == b) << "streamed and kept CSV differ" << fleet;
   }
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }
 }
 
