@@ -100,6 +100,11 @@ void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/) {
   }
   auto sim = std::make_unique<SimRequest>();
   sim->num_tokens = request->prompt_tokens;
+  sim->prompt_tokens = request->prompt_tokens;
+  if (options_.use_trace_accepted_lengths) {
+    PREFIXSIM_CHECK(request->accepted_lengths.size() < static_cast<size_t>(INT32_MAX));
+    sim->num_trace_accepted = static_cast<int32_t>(request->accepted_lengths.size());
+  }
   // At least one output token (vLLM's max_tokens >= 1); the sequence stops at max_model_len
   // (FINISHED_LENGTH_CAPPED).
   sim->max_outputs = std::max<int64_t>(
@@ -164,7 +169,7 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
   }
   work_.clear();
   for (const ScheduledSeq& s : batch_) {
-    work_.push_back({s.num_new_tokens, s.req->num_computed + s.num_new_tokens});
+    work_.push_back({s.num_new_tokens, s.context_tokens});
   }
   const int64_t dt = cost_->StepTimeNs(work_);
   PREFIXSIM_CHECK(dt > 0);
@@ -177,9 +182,8 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
 }
 
 int Simulator::SampleAccepted(SimRequest* req, int num_drafts) {
-  const std::vector<int32_t>& lengths = req->request->accepted_lengths;
-  if (options_.use_trace_accepted_lengths && req->accepted_cursor < lengths.size()) {
-    const int a = lengths[req->accepted_cursor++];
+  if (req->accepted_cursor < req->num_trace_accepted) {  // the Request is a cold line: test first
+    const int a = req->request->accepted_lengths[req->accepted_cursor++];
     return std::clamp(a, 0, num_drafts);
   }
   const int a = acceptance_->Sample(num_drafts, rng_);
@@ -197,7 +201,10 @@ void Simulator::FinishStep(int64_t now) {
   ReplayResult& result = totals_.counters;
   std::vector<SimRequest*>& done = done_;
   done.clear();
-  for (const ScheduledSeq& s : batch_) {
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    // Cold lines since the schedule: load the requests a few ahead.
+    if (i + 8 < batch_.size()) __builtin_prefetch(batch_[i + 8].req);
+    const ScheduledSeq& s = batch_[i];
     SimRequest* r = s.req;
     r->num_computed += s.num_new_tokens;
     result.computed_tokens += s.num_new_tokens;

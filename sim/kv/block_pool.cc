@@ -7,32 +7,44 @@ namespace kv {
 
 BlockPool::BlockPool(int64_t num_blocks)
     : num_blocks_(num_blocks),
-      sentinel_(static_cast<BlockId>(num_blocks)),
-      meta_(static_cast<size_t>(num_blocks) + 1, Meta{}),
-      index_(num_blocks) {
+      meta_(static_cast<size_t>(num_blocks), Meta{}),
+      index_(num_blocks, /*headroom=*/4) {
   PREFIXSIM_CHECK(num_blocks >= 2);
   PREFIXSIM_CHECK(num_blocks < (int64_t{1} << 31) - 1);
-  meta_[sentinel_].next = meta_[sentinel_].prev = sentinel_;
+  // Room for twice the blocks: a squeeze happens after at least num_blocks holes.
+  uint64_t cap = 16;
+  while (cap < static_cast<uint64_t>(num_blocks) * 2) cap <<= 1;
+  ring_ = BigArray<BlockId>(cap, kHole);
+  ring_mask_ = cap - 1;
   // Block 0 is popped at start as the null block: never freed, never cached.
   meta_[kNullBlock].ref = 1;
-  for (BlockId b = 1; b < sentinel_; ++b) PushBack(b);
+  for (BlockId b = 1; b < num_blocks; ++b) PushBack(b);
+}
+
+void BlockPool::SqueezeRing() {
+  int64_t out = ring_front_;
+  for (int64_t in = ring_front_; in < ring_back_; ++in) {
+    const BlockId b = ring_[static_cast<uint64_t>(in) & ring_mask_];
+    if (b == kHole) continue;
+    ring_[static_cast<uint64_t>(out) & ring_mask_] = b;
+    meta_[b].queue_position = out++;
+  }
+  for (int64_t p = out; p < ring_back_; ++p) ring_[static_cast<uint64_t>(p) & ring_mask_] = kHole;
+  ring_back_ = out;
+  PREFIXSIM_CHECK(ring_back_ - ring_front_ == num_free_);
 }
 
 void BlockPool::PushBack(BlockId b) {
-  const BlockId last = meta_[sentinel_].prev;
-  meta_[last].next = b;
-  meta_[b].prev = last;
-  meta_[b].next = sentinel_;
-  meta_[sentinel_].prev = b;
+  if (static_cast<uint64_t>(ring_back_ - ring_front_) == ring_mask_ + 1) SqueezeRing();
+  ring_[static_cast<uint64_t>(ring_back_) & ring_mask_] = b;
+  meta_[b].queue_position = ring_back_++;
   ++num_free_;
 }
 
 void BlockPool::PushFront(BlockId b) {
-  const BlockId first = meta_[sentinel_].next;
-  meta_[first].prev = b;
-  meta_[b].next = first;
-  meta_[b].prev = sentinel_;
-  meta_[sentinel_].next = b;
+  if (static_cast<uint64_t>(ring_back_ - ring_front_) == ring_mask_ + 1) SqueezeRing();
+  ring_[static_cast<uint64_t>(--ring_front_) & ring_mask_] = b;
+  meta_[b].queue_position = ring_front_;
   ++num_free_;
 }
 
@@ -48,44 +60,50 @@ void BlockPool::Uncache(BlockId b) {
 }
 
 void BlockPool::RemoveFromIndex(BlockId b) {
-  const uint64_t key = meta_[b].hash.hash ^ GroupSalt(meta_[b].group);
-  if (listener_ != nullptr) listener_->OnBlockRemoved(key);
-  const BlockId p = meta_[b].dup_prev, n = meta_[b].dup_next;
+  Meta& m = meta_[b];
+  if (listener_ != nullptr) listener_->OnBlockRemoved(m.hash.hash ^ GroupSalt(m.group));
+  const BlockId p = m.dup_prev, n = m.dup_next;
   if (p == kNoBlock) {
-    PrefixIndex::Slot* slot = index_.Find(key);
-    PREFIXSIM_CHECK(slot != nullptr && slot->block == b);
+    // Stores only: the slot's cache line is not read, so a cold one does not stall us.
+    PREFIXSIM_DCHECK(index_.at(m.index_position).block == b);
     if (n == kNoBlock) {
-      index_.Erase(slot);
+      index_.EraseAt(m.index_position);
     } else {
-      slot->block = n;
+      index_.SetBlockAt(m.index_position, n);
+      meta_[n].index_position = m.index_position;
     }
+    m.index_position = -1;
   } else {
     meta_[p].dup_next = n;
   }
   if (n != kNoBlock) meta_[n].dup_prev = p;
-  meta_[b].dup_prev = meta_[b].dup_next = kNoBlock;
-  meta_[b].group = -1;
-  meta_[b].hash = HashPair{};
+  m.dup_prev = m.dup_next = kNoBlock;
+  m.group = -1;
+  m.hash = HashPair{};
   --num_cached_;
 }
 
 BlockId BlockPool::Allocate() {
   PREFIXSIM_CHECK(num_free_ > 0);
-  const BlockId b = meta_[sentinel_].next;
-  Unlink(b);
+  BlockId b;
+  while ((b = ring_[static_cast<uint64_t>(ring_front_) & ring_mask_]) == kHole) ++ring_front_;
+  ++ring_front_;
+  meta_[b].queue_position = kNotQueued;
+  --num_free_;
   if (meta_[b].group >= 0) Evict(b);
   meta_[b].ref = 1;
-  // Allocations come in bursts (every group of a request): start the cache misses of the next
-  // one now, the new head's index slot (it is usually cached, so it will be evicted) and the
-  // record after it.
-  const BlockId head = meta_[sentinel_].next;
-  if (head != sentinel_) {
-    const Meta& m = meta_[head];
-    __builtin_prefetch(&meta_[m.next]);
-    if (m.group >= 0) {
-      const uint64_t key = m.hash.hash ^ GroupSalt(m.group);
-      index_.Prefetch(key);
-      if (listener_ != nullptr) listener_->Prefetch(key);
+  // Allocations come in bursts (every group of a request) and the head of the queue is its
+  // coldest part (LRU): load the record a few allocations ahead (and a listener's index slot of
+  // one whose record has arrived: it is usually cached, so it will be evicted).
+  constexpr int64_t kAhead = 8;
+  if (ring_front_ + kAhead < ring_back_) {
+    const BlockId ahead = ring_[static_cast<uint64_t>(ring_front_ + kAhead) & ring_mask_];
+    if (ahead != kHole) __builtin_prefetch(&meta_[ahead]);
+    if (listener_ != nullptr) {
+      const BlockId near = ring_[static_cast<uint64_t>(ring_front_ + kAhead / 2) & ring_mask_];
+      if (near != kHole && meta_[near].group >= 0) {
+        listener_->Prefetch(meta_[near].hash.hash ^ GroupSalt(meta_[near].group));
+      }
     }
   }
   return b;
@@ -106,9 +124,13 @@ void BlockPool::Free(BlockId b) {
 bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   PREFIXSIM_CHECK(b != kNullBlock && meta_[b].ref > 0 && meta_[b].group < 0);
   const uint64_t key = h.hash ^ GroupSalt(group);
+  if (index_.NeedsRebuild()) {
+    index_.Rebuild([this](int32_t head, uint64_t position) { meta_[head].index_position = position; });
+  }
   PrefixIndex::Slot* slot = index_.FindOrEmpty(key);
   if (slot->block < 0) {
     index_.InsertAt(slot, key, b, Tag(group, h));
+    meta_[b].index_position = static_cast<int64_t>(index_.position(slot));
   } else {
     BlockId tail = slot->block;
     if (meta_[tail].hash != h || meta_[tail].group != group) {
@@ -129,33 +151,36 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
 std::vector<BlockId> BlockPool::FreeQueue() const {
   std::vector<BlockId> out;
   out.reserve(static_cast<size_t>(num_free_));
-  for (BlockId b = meta_[sentinel_].next; b != sentinel_; b = meta_[b].next) out.push_back(b);
+  for (int64_t p = ring_front_; p < ring_back_; ++p) {
+    const BlockId b = ring_[static_cast<uint64_t>(p) & ring_mask_];
+    if (b != kHole) out.push_back(b);
+  }
   return out;
 }
 
 void BlockPool::CheckInvariants() const {
   PREFIXSIM_CHECK(meta_[kNullBlock].group < 0);
-  PREFIXSIM_CHECK(meta_[kNullBlock].prev == kNoBlock && meta_[kNullBlock].next == kNoBlock);
-  // Walk the queue: links agree both ways, every member is free, count matches.
+  PREFIXSIM_CHECK(meta_[kNullBlock].queue_position == kNotQueued);
+  // Walk the queue: every entry is a hole or a free block that knows its position; the count
+  // matches and the span fits the ring.
+  PREFIXSIM_CHECK(ring_front_ <= ring_back_ &&
+                  static_cast<uint64_t>(ring_back_ - ring_front_) <= ring_mask_ + 1);
   int64_t n = 0;
-  BlockId prev = sentinel_;
-  for (BlockId b = meta_[sentinel_].next; b != sentinel_; b = meta_[b].next) {
-    PREFIXSIM_CHECK(b > 0 && b < sentinel_);
-    PREFIXSIM_CHECK(meta_[b].prev == prev);
+  for (int64_t p = ring_front_; p < ring_back_; ++p) {
+    const BlockId b = ring_[static_cast<uint64_t>(p) & ring_mask_];
+    if (b == kHole) continue;
+    PREFIXSIM_CHECK(b > 0 && b < num_blocks_);
+    PREFIXSIM_CHECK(meta_[b].queue_position == p);
     PREFIXSIM_CHECK(meta_[b].ref == 0);
-    prev = b;
     ++n;
-    PREFIXSIM_CHECK(n <= num_blocks_);
   }
-  PREFIXSIM_CHECK(meta_[sentinel_].prev == prev);
   PREFIXSIM_CHECK(n == num_free_);
   // Every block is exactly one of: free (ref 0, in the queue) or in use (ref > 0, not in it).
   int64_t zero = 0, cached = 0;
-  for (BlockId b = 1; b < sentinel_; ++b) {
+  for (BlockId b = 1; b < num_blocks_; ++b) {
     PREFIXSIM_CHECK(meta_[b].ref >= 0);
-    const bool in_queue = meta_[b].prev != kNoBlock;
+    const bool in_queue = meta_[b].queue_position != kNotQueued;
     PREFIXSIM_CHECK(in_queue == (meta_[b].ref == 0));
-    PREFIXSIM_CHECK((meta_[b].next != kNoBlock) == in_queue);
     if (meta_[b].ref == 0) ++zero;
     if (meta_[b].group >= 0) {
       ++cached;
@@ -165,6 +190,7 @@ void BlockPool::CheckInvariants() const {
       PREFIXSIM_CHECK(slot->tag == Tag(meta_[b].group, meta_[b].hash));
       BlockId c = slot->block;
       PREFIXSIM_CHECK(meta_[c].dup_prev == kNoBlock);
+      PREFIXSIM_CHECK(meta_[c].index_position == static_cast<int64_t>(index_.position(slot)));
       bool found = false;
       for (int64_t steps = 0; c != kNoBlock; c = meta_[c].dup_next) {
         PREFIXSIM_CHECK(meta_[c].hash == meta_[b].hash && meta_[c].group == meta_[b].group);
@@ -172,13 +198,16 @@ void BlockPool::CheckInvariants() const {
         PREFIXSIM_CHECK(++steps <= num_blocks_);
       }
       PREFIXSIM_CHECK(found);
+      if (meta_[b].dup_prev != kNoBlock) PREFIXSIM_CHECK(meta_[b].index_position == -1);
     } else {
       PREFIXSIM_CHECK(meta_[b].dup_prev == kNoBlock && meta_[b].dup_next == kNoBlock);
+      PREFIXSIM_CHECK(meta_[b].index_position == -1);
     }
   }
   PREFIXSIM_CHECK(zero == num_free_);
   PREFIXSIM_CHECK(cached == num_cached_);
   PREFIXSIM_CHECK(static_cast<int64_t>(index_.size()) <= num_cached_);
+  PREFIXSIM_CHECK((index_.size() + index_.tombstones()) * 2 <= index_.capacity());
 }
 
 }  // namespace kv

@@ -1,16 +1,21 @@
 // The block pool (reference §8.2): one shared pool of block ids for every KV cache group, the
 // null block (id 0), reference counts, the free queue in vLLM's order, and the prefix index.
 //
-// Free queue: an intrusive doubly linked list over flat arrays (ids, not pointers). It starts in
-// id order. Blocks whose count drops to 0 go to the FRONT when they carry no hash (reused first,
-// LIFO) and to the BACK when they are cached (LRU by time of free). Allocation and eviction
-// always take the head. Callers free a request's blocks tail first (KvCacheManager does).
+// Free queue: a ring of block ids in queue order, each free block's record holding its position,
+// so the next blocks to allocate are known without chasing links (their records are loaded ahead)
+// and taking a block out of the middle (a cache hit on a free block) is one store: its entry
+// becomes a hole, skipped when the head reaches it; holes are squeezed out when the ring fills.
+// The queue starts in id order. Blocks whose count drops to 0 go to the FRONT when they carry no
+// hash (reused first, LIFO) and to the BACK when they are cached (LRU by time of free).
+// Allocation and eviction always take the head. Callers free a request's blocks tail first
+// (KvCacheCoordinator::FreeAll does).
 // [inferred: the one-by-one prepend of unhashed blocks (LIFO); it cannot change a hit rate.]
 //
 // Prefix index: key = hash XOR a per-group salt, mapped to the first of the blocks cached under
 // that (hash, group) (duplicates are kept in an intrusive list, vLLM does not de-duplicate; a
 // lookup returns the earliest cached one, like vLLM's dict order). Each cached block stores its
-// full (hash, check, group) and the index slot a 32-bit tag of (check, group). Lookup verifies
+// full (hash, check, group) and the position of its index slot, and the slot a 32-bit tag of
+// (check, group). Lookup verifies
 // the key and the tag (96 bits), Cache verifies the full 128-bit pair and the group. A mismatch
 // is a collision: it is counted (collisions()), a lookup treats it as a miss and Cache refuses to
 // publish the block, so a collision can cost a hit but never produce a wrong one (a wrong hit
@@ -155,32 +160,41 @@ class BlockPool {
   static uint32_t Tag(int group, const HashPair& h) { return GroupTag(group, h); }
 
  private:
+  static constexpr int64_t kNotQueued = INT64_MIN;
+  static constexpr BlockId kHole = kNoBlock;
   void Unlink(BlockId b) {
-    const BlockId p = meta_[b].prev, n = meta_[b].next;
-    meta_[p].next = n;
-    meta_[n].prev = p;
-    meta_[b].prev = meta_[b].next = kNoBlock;
+    ring_[static_cast<uint64_t>(meta_[b].queue_position) & ring_mask_] = kHole;
+    meta_[b].queue_position = kNotQueued;
     --num_free_;
   }
+  // Rewrites the queue's entries without holes, in order, from ring_front_.
+  void SqueezeRing();
   void PushBack(BlockId b);
   void PushFront(BlockId b);
   void Evict(BlockId b);
   void RemoveFromIndex(BlockId b);
 
   int64_t num_blocks_;
-  BlockId sentinel_;  // == num_blocks_
-  // One record per block (plus the queue sentinel), so that the operations on a cold block (an
+  // One record per block, so that the operations on a cold block (an
   // eviction at the queue head, a free, a publish) touch one or two cache lines, not seven.
   struct Meta {
     HashPair hash;                             // valid while cached
-    BlockId prev = kNoBlock, next = kNoBlock;  // free queue links
+    int64_t queue_position = kNotQueued;  // of a free block: its place in ring_ (not masked)
     int32_t ref = 0;
     int32_t group = -1;                                // -1: not cached
     BlockId dup_prev = kNoBlock, dup_next = kNoBlock;  // blocks cached under the same key
     int64_t free_stamp = 0;  // of a cached block: when it last rejoined the free queue
+    int64_t index_position = -1;  // of the first block cached under its key: its index slot
   };
-  BigArray<Meta> meta_;  // num_blocks + 1 entries
-  PrefixIndex index_;       // key -> the first block cached under it
+  BigArray<Meta> meta_;  // num_blocks entries
+  // The free queue: entries [ring_front_, ring_back_) (positions grow without bound and are
+  // masked into the ring), of which num_free_ are blocks and the rest holes.
+  BigArray<BlockId> ring_;
+  uint64_t ring_mask_ = 0;
+  int64_t ring_front_ = 0, ring_back_ = 0;
+  // key -> the first block cached under it. Evictions leave tombstones (the slot's position is
+  // in the block's record), rebuilt away before an insert when they fill a quarter of the table.
+  PrefixIndex index_;
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;

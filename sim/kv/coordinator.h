@@ -67,6 +67,7 @@ class KvCacheCoordinator {
   };
 
   int num_groups_ = 0;  // managers_.size(), read in every per-group loop
+  BlockPool* pool_;
   std::vector<std::unique_ptr<SingleTypeManager>> managers_;
   std::vector<SpecGroup> spec_groups_;  // full attention first
   int64_t hash_block_size_;

@@ -25,24 +25,26 @@ uint64_t GeneratedOutputContentId(uint64_t request_id) {
 
 class KvCacheManager::Impl {
  public:
-  struct RequestState {
-    const Request* request = nullptr;
-    int64_t num_tokens = 0;
-    std::vector<kv::HashPair> hashes;  // one per full H-chunk, extended lazily
-    kv::HashCursor cursor;
-    std::vector<kv::GroupBlocks> groups;
-    bool has_pending = false;
-    int64_t pending_hit = 0;
-    std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
+  // alignas(64), and what every decode step reads (SetNumTokens, the AllocateSlots fast path)
+  // in the first two cache lines: a step visits every running request.
+  struct alignas(64) RequestState {
     // Where the arguments of the last successful AllocateSlots may move without crossing a
     // breakpoint (see QuietRanges): [lo, hi) for total, main, need and n; empty: none.
     std::array<int64_t, 8> quiet_ranges{};
-    bool quiet_valid = false;
-    int64_t shadow_held = 0;  // U-blocks [0, shadow_held) held in the shadow index
+    int64_t num_tokens = 0;
+    std::vector<kv::HashPair> hashes;  // one per full H-chunk, extended lazily
     // The previous step of this request: where its verified (non-draft) tokens ended, and
     // whether drafts rode along (a verify step). For mamba states under speculation.
     int64_t prev_verified_end = 0;
     bool prev_had_drafts = false;
+    bool quiet_valid = false;
+    bool has_pending = false;
+    const Request* request = nullptr;
+    kv::HashCursor cursor;
+    std::vector<kv::GroupBlocks> groups;
+    int64_t pending_hit = 0;
+    std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
+    int64_t shadow_held = 0;  // U-blocks [0, shadow_held) held in the shadow index
   };
 
   Impl(const KvPlan& plan, const KvCacheOptions& options)
@@ -521,8 +523,7 @@ KvCacheManager::~KvCacheManager() = default;
 
 KvRequestHandle KvCacheManager::AddRequest(const Request* request) {
   return impl_->AddRequest(request);
-}
-void KvCacheManager::RemoveRequest(uint64_t request_id) { impl_->RemoveRequest(request_id); }
+}void KvCacheManager::RemoveRequest(uint64_t request_id) { impl_->RemoveRequest(request_id); }
 KvRequestHandle KvCacheManager::Handle(uint64_t request_id) const {
   return impl_->HandleOf(request_id);
 }
@@ -539,6 +540,7 @@ bool KvCacheManager::AllocateSlots(KvRequestHandle request, int64_t num_computed
                               num_new_computed_tokens, num_lookahead_tokens);
 }
 void KvCacheManager::Free(KvRequestHandle request) { impl_->Free(request); }
+
 void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
   impl_->pool_.set_listener(listener);
 }

@@ -1,7 +1,9 @@
-// The prefix index of the block pool: an open-addressing hash table with linear probing and
-// backward-shift deletion, one 16-byte slot per entry (key, first block, verifier tag), so a
-// lookup costs one cache line in the common case. Keys are already uniformly mixed 64-bit
-// values. Capacity is fixed at construction (>= 2x the most entries it can hold: one per block).
+// The prefix index of the block pool: an open-addressing hash table with linear probing, one
+// 16-byte slot per entry (key, first block, verifier tag), so a lookup costs one cache line in
+// the common case. Keys are already uniformly mixed 64-bit values. Capacity is fixed at
+// construction. Two ways to delete, not to be mixed: backward-shift Erase (the routers'
+// mirrors), or tombstones at a stable position (EraseAt; the block pool, which evicts from the
+// head of its free queue at random keys and must not wait for the slot's cache miss).
 #ifndef PREFIXSIM_SIM_KV_PREFIX_INDEX_H_
 #define PREFIXSIM_SIM_KV_PREFIX_INDEX_H_
 
@@ -19,14 +21,19 @@ class PrefixIndex {
  public:
   struct Slot {
     uint64_t key;
-    int32_t block;  // -1: empty
+    int32_t block;  // >= 0: an entry; kEmpty; kTombstone (an entry erased by EraseAt)
     uint32_t tag;   // verifier (32 bits of the check value mixed with the group)
   };
+  static constexpr int32_t kEmpty = -1;
+  static constexpr int32_t kTombstone = -2;
 
-  explicit PrefixIndex(int64_t max_entries) {
+  // Capacity: a power of two >= `headroom` x `max_entries`. With EraseAt (tombstones) the table
+  // is rebuilt when entries plus tombstones pass half of it, so headroom 4 leaves at least
+  // max_entries tombstones between rebuilds.
+  explicit PrefixIndex(int64_t max_entries, int headroom = 2) {
     uint64_t cap = 16;
-    while (cap < static_cast<uint64_t>(max_entries) * 2) cap <<= 1;
-    slots_ = BigArray<Slot>(cap, Slot{0, -1, 0});
+    while (cap < static_cast<uint64_t>(max_entries) * static_cast<uint64_t>(headroom)) cap <<= 1;
+    slots_ = BigArray<Slot>(cap, Slot{0, kEmpty, 0});
     mask_ = cap - 1;
   }
 
@@ -34,40 +41,40 @@ class PrefixIndex {
   const Slot* Find(uint64_t key) const {
     for (uint64_t i = key & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
-      if (s.block < 0) return nullptr;
-      if (s.key == key) return &s;
+      if (s.key == key && s.block >= 0) return &s;
+      if (s.block == kEmpty) return nullptr;
     }
   }
   Slot* Find(uint64_t key) { return const_cast<Slot*>(std::as_const(*this).Find(key)); }
 
   void Prefetch(uint64_t key) const { __builtin_prefetch(&slots_[key & mask_]); }
 
-  // The slot holding `key`, or the empty slot where InsertAt would put it (one probe sequence
-  // for a lookup followed by an insert).
+  // The slot holding `key`, or the slot where InsertAt would put it (the first tombstone or
+  // empty slot of its probe sequence): one probe sequence for a lookup followed by an insert.
   Slot* FindOrEmpty(uint64_t key) {
+    Slot* reuse = nullptr;
     for (uint64_t i = key & mask_;; i = (i + 1) & mask_) {
       Slot& s = slots_[i];
-      if (s.block < 0 || s.key == key) return &s;
+      if (s.key == key && s.block >= 0) return &s;
+      if (s.block == kEmpty) return reuse != nullptr ? reuse : &s;
+      if (s.block == kTombstone && reuse == nullptr) reuse = &s;
     }
   }
-  // Fills the empty slot returned by FindOrEmpty for `key`.
+  // Fills the free slot returned by FindOrEmpty for `key`.
   void InsertAt(Slot* slot, uint64_t key, int32_t block, uint32_t tag) {
-    PREFIXSIM_DCHECK(slot->block < 0 && size_ < slots_.size() / 2 + 1);
+    PREFIXSIM_DCHECK(slot->block < 0 && block >= 0 && size_ + tombstones_ < slots_.size() - 1);
+    if (slot->block == kTombstone) --tombstones_;
     *slot = Slot{key, block, tag};
     ++size_;
   }
 
   // Inserts a new key (REQUIRES: absent).
-  void Insert(uint64_t key, int32_t block, uint32_t tag) {
-    PREFIXSIM_DCHECK(size_ < slots_.size() / 2 + 1);
-    uint64_t i = key & mask_;
-    while (slots_[i].block >= 0) i = (i + 1) & mask_;
-    slots_[i] = Slot{key, block, tag};
-    ++size_;
-  }
+  void Insert(uint64_t key, int32_t block, uint32_t tag) { InsertAt(FindOrEmpty(key), key, block, tag); }
 
-  // Removes the entry at `slot` (from Find), shifting later entries of its cluster back.
+  // Removes the entry at `slot` (from Find), shifting later entries of its cluster back, so
+  // that no slot moves except these. REQUIRES: no tombstones (the two ways do not mix).
   void Erase(Slot* slot) {
+    PREFIXSIM_DCHECK(tombstones_ == 0);
     uint64_t i = static_cast<uint64_t>(slot - slots_.data());
     uint64_t j = i;
     while (true) {
@@ -81,16 +88,53 @@ class PrefixIndex {
         i = j;
       }
     }
-    slots_[i].block = -1;
+    slots_[i].block = kEmpty;
     --size_;
   }
 
+  // Stable positions: with tombstones, an entry stays in its slot until Rebuild, so its owner
+  // can keep the position and erase or update it by a store alone (no probe, no read of the
+  // slot's cache line: the miss does not stall the caller).
+  uint64_t position(const Slot* slot) const { return static_cast<uint64_t>(slot - slots_.data()); }
+  const Slot& at(uint64_t position) const { return slots_[position]; }
+  void SetBlockAt(uint64_t position, int32_t block) { slots_[position].block = block; }
+  void EraseAt(uint64_t position) {
+    slots_[position].block = kTombstone;
+    --size_;
+    ++tombstones_;
+  }
+  // True when entries plus tombstones fill half the table: Rebuild before the next insert.
+  bool NeedsRebuild() const { return (size_ + tombstones_) * 2 >= slots_.size(); }
+  // Re-inserts the entries into the table cleared of tombstones; `moved(block, new_position)` is
+  // called for every entry. The entries wait in a buffer kept between rebuilds (no fresh pages).
+  template <typename Moved>
+  void Rebuild(Moved moved) {
+    rebuild_buffer_.clear();
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].block >= 0) rebuild_buffer_.push_back(slots_[i]);
+      slots_[i].block = kEmpty;
+    }
+    size_ = 0;
+    tombstones_ = 0;
+    for (const Slot& s : rebuild_buffer_) {
+      uint64_t j = s.key & mask_;
+      while (slots_[j].block != kEmpty) j = (j + 1) & mask_;
+      slots_[j] = s;
+      ++size_;
+      moved(s.block, j);
+    }
+  }
+
   size_t size() const { return size_; }
+  size_t tombstones() const { return tombstones_; }
+  size_t capacity() const { return slots_.size(); }
 
  private:
   BigArray<Slot> slots_;
   uint64_t mask_ = 0;
   size_t size_ = 0;
+  size_t tombstones_ = 0;
+  std::vector<Slot> rebuild_buffer_;
 };
 
 }  // namespace kv

@@ -96,19 +96,6 @@ bool SingleTypeManager::NeedsCopyOnWrite(const std::vector<BlockId>& hit,
          hit_tokens % block_size_ != 0;
 }
 
-void SingleTypeManager::FreeAll(GroupBlocks* g) const {
-  // The blocks were allocated long ago: their records are cold. Load a few ahead.
-  constexpr size_t kAhead = 8;
-  const size_t size = g->blocks.size();
-  for (size_t i = 0; i < std::min(size, kAhead); ++i) pool_->PrefetchFree(g->blocks[size - 1 - i]);
-  for (size_t i = 0; i < size; ++i) {
-    if (i + kAhead < size) pool_->PrefetchFree(g->blocks[size - 1 - i - kAhead]);
-    pool_->Free(g->blocks[size - 1 - i]);
-  }
-  g->blocks.clear();
-  g->num_cached = 0;
-}
-
 std::unique_ptr<SingleTypeManager> MakeManager(const KvGroup& spec, int group_id, BlockPool* pool,
                                                const ManagerParams& p) {
   switch (spec.kind) {

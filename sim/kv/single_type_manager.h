@@ -82,8 +82,6 @@ class SingleTypeManager {
   // prefetch only: an inexact guess costs nothing but the loads).
   virtual void PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
                                  int64_t step_end) const;
-  // Frees all blocks, tail first (reference §8.2).
-  void FreeAll(GroupBlocks* g) const;
 
   // Whether the last block of a hit of `hit_tokens` must be copied rather than shared, because
   // the request will write into it (partial hits only: copy-on-write, reference §8.2).

@@ -6,6 +6,7 @@
 #ifndef PREFIXSIM_SIM_SCHED_SCHEDULER_H_
 #define PREFIXSIM_SIM_SCHED_SCHEDULER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -21,26 +22,34 @@
 namespace prefixsim {
 
 // A request inside the engine: the trace request plus vLLM's per-request state.
-struct SimRequest {
-  std::unique_ptr<Request> request;
-  int64_t num_tokens = 0;    // prompt + verified outputs (vLLM request.num_tokens)
-  int64_t num_computed = 0;  // num_computed_tokens
-  int64_t num_outputs = 0;   // generated tokens
-  int64_t max_outputs = 0;   // finish when num_outputs reaches this
-  int32_t num_drafts = 0;    // proposed draft tokens (spec_token_ids) awaiting verification
-  int32_t num_preemptions = 0;
-  size_t accepted_cursor = 0;  // next entry of request->accepted_lengths
-  bool finished = false;
+// alignas(64) and the fields of every step first: a step walks every running request several
+// times (schedule, cost, finish), and a batch's requests then fit the L1 cache, one line each.
+struct alignas(64) SimRequest {
+  int64_t num_tokens = 0;     // prompt + verified outputs (vLLM request.num_tokens)
+  int64_t num_computed = 0;   // num_computed_tokens
+  int64_t num_outputs = 0;    // generated tokens
+  int64_t max_outputs = 0;    // finish when num_outputs reaches this
+  int64_t prompt_tokens = 0;  // request->prompt_tokens
   int64_t first_token_ns = -1;
+  int32_t num_drafts = 0;  // proposed draft tokens (spec_token_ids) awaiting verification
+  KvRequestHandle kv;      // its entry in the KV cache manager
+  // Acceptance lengths recorded in the trace that the replay uses (request->accepted_lengths,
+  // none unless the engine uses them), and the next one.
+  int32_t num_trace_accepted = 0;
+  int32_t accepted_cursor = 0;
+  // Read at admission, preemption and finish.
+  std::unique_ptr<Request> request;
+  int32_t num_preemptions = 0;
+  bool finished = false;
   int64_t finish_ns = -1;
   int64_t first_hit_tokens = -1;  // at the first admission
   int64_t first_alignment_loss = 0;
   int64_t first_lost_to_alignment = 0;
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
-  KvRequestHandle kv;         // its entry in the KV cache manager
   uint64_t id() const { return request->id; }
 };
+static_assert(offsetof(SimRequest, request) == 64, "a step's fields share one cache line");
 
 struct SchedulerConfig {
   int64_t max_num_batched_tokens = 8192;
@@ -64,6 +73,7 @@ struct SchedulerConfig {
 struct ScheduledSeq {
   SimRequest* req = nullptr;
   int64_t num_new_tokens = 0;  // incl. drafts
+  int64_t context_tokens = 0;  // num_computed + num_new_tokens: what the step attends over
   int32_t num_drafts = 0;      // drafts among them
 };
 
