@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
 #include <map>
 #include <random>
 #include <vector>
@@ -107,6 +109,80 @@ TEST(BlockPoolTest, CollisionsAreDetectedNotServed) {
   pool.CheckInvariants();
 }
 
+// The pool against a plain model (reference §8.2: a free queue with unhashed blocks at the front,
+// cached ones at the back, hits taking blocks out of the middle; a key maps to its earliest
+// cached block), long enough that the ring squeezes its holes and the index rebuilds away its
+// tombstones many times. Half the keys come from a small space (duplicates, hits, re-caching
+// of evicted keys), half from a large one (tombstones pile up).
+TEST(BlockPoolTest, MatchesAModelThroughManySqueezesAndRebuilds) {
+  constexpr int kBlocks = 40;
+  BlockPool pool(kBlocks);
+  std::deque<BlockId> queue;  // the model's free queue, head first
+  for (BlockId b = 1; b < kBlocks; ++b) queue.push_back(b);
+  std::map<BlockId, int> ref;                          // in-use blocks and their counts
+  std::map<BlockId, std::pair<int, uint64_t>> cached;  // block -> (group, hash)
+  std::map<std::pair<int, uint64_t>, std::vector<BlockId>> by_key;  // in caching order
+  auto drop_key = [&](BlockId b) {
+    auto it = cached.find(b);
+    if (it == cached.end()) return;
+    auto& v = by_key[it->second];
+    v.erase(std::find(v.begin(), v.end(), b));
+    cached.erase(it);
+  };
+  std::mt19937_64 rng(11);
+  int64_t evictions = 0;
+  for (int op = 0; op < 200000; ++op) {
+    const int kind = static_cast<int>(rng() % 4);
+    if (kind == 0 && !queue.empty()) {  // allocate
+      const BlockId want = queue.front();
+      queue.pop_front();
+      if (cached.count(want)) ++evictions;
+      drop_key(want);
+      ASSERT_EQ(pool.Allocate(), want) << "op " << op;
+      ref[want] = 1;
+    } else if (kind == 1 && !ref.empty()) {  // free one reference
+      auto it = ref.begin();
+      std::advance(it, static_cast<long>(rng() % ref.size()));
+      const BlockId b = it->first;
+      pool.Free(b);
+      if (--it->second == 0) {
+        ref.erase(it);
+        if (cached.count(b)) {
+          queue.push_back(b);
+        } else {
+          queue.push_front(b);
+        }
+      }
+    } else if (kind == 2 && !ref.empty()) {  // publish an in-use block
+      auto it = ref.begin();
+      std::advance(it, static_cast<long>(rng() % ref.size()));
+      const BlockId b = it->first;
+      if (cached.count(b)) continue;
+      const int group = static_cast<int>(rng() % 2);
+      const uint64_t h = rng() % 2 ? rng() % 24 : rng() % 5000;
+      ASSERT_TRUE(pool.Cache(b, group, H(h)));
+      cached[b] = {group, h};
+      by_key[{group, h}].push_back(b);
+    } else if (kind == 3) {  // a hit: look a key up and touch its block
+      const int group = static_cast<int>(rng() % 2);
+      const uint64_t h = rng() % 2 ? rng() % 24 : rng() % 5000;
+      const auto& v = by_key[{group, h}];
+      const BlockId want = v.empty() ? kNoBlock : v.front();
+      ASSERT_EQ(pool.Lookup(group, H(h)), want) << "op " << op;
+      if (want == kNoBlock) continue;
+      if (ref[want]++ == 0) queue.erase(std::find(queue.begin(), queue.end(), want));
+      pool.Touch(want);
+    }
+    if (op % 1000 == 0) {
+      ASSERT_EQ(pool.FreeQueue(), std::vector<BlockId>(queue.begin(), queue.end())) << op;
+      pool.CheckInvariants();
+    }
+  }
+  EXPECT_EQ(pool.evictions(), evictions);
+  EXPECT_GT(evictions, 10 * kBlocks);  // many rebuilds of the index
+  pool.CheckInvariants();
+}
+
 // The open-addressing index against std::map, with keys crowded into few home slots so that
 // clusters wrap around the table and backward-shift deletion is exercised.
 TEST(PrefixIndexTest, MatchesMapUnderRandomInsertErase) {
@@ -135,6 +211,53 @@ TEST(PrefixIndexTest, MatchesMapUnderRandomInsertErase) {
     ASSERT_NE(index.Find(key), nullptr);
     EXPECT_EQ(index.Find(key)->block, block);
   }
+}
+
+// Tombstone deletion at stable positions: positions never move except in Rebuild, which reports
+// each move; found keys and positions match a map throughout.
+TEST(PrefixIndexTest, TombstonesKeepPositionsUntilRebuild) {
+  PrefixIndex index(16, /*headroom=*/4);  // 64 slots
+  std::map<uint64_t, std::pair<int32_t, uint64_t>> ref;  // key -> (block, position)
+  std::mt19937_64 rng(7);
+  int rebuilds = 0;
+  int32_t next_block = 0;
+  for (int op = 0; op < 50000; ++op) {
+    // Home slots spread out (tombstones pile up), or crowded into two (long probe runs through
+    // tombstones, which inserts reuse).
+    const uint64_t key = op % 4 == 0 ? (rng() % 5000) * 64 + (rng() % 2 ? 63 : 1) : rng() % 20000;
+    const PrefixIndex::Slot* found = index.Find(key);
+    auto it = ref.find(key);
+    ASSERT_EQ(found != nullptr, it != ref.end());
+    if (it != ref.end()) {
+      ASSERT_EQ(index.position(found), it->second.second);
+      ASSERT_EQ(found->block, it->second.first);
+    }
+    if (!ref.empty() && (ref.size() == 16 || rng() % 2)) {  // erase a random entry
+      auto victim = ref.begin();
+      std::advance(victim, static_cast<long>(rng() % ref.size()));
+      ASSERT_EQ(index.at(victim->second.second).block, victim->second.first);
+      index.EraseAt(victim->second.second);
+      ASSERT_EQ(index.Find(victim->first), nullptr);
+      ref.erase(victim);
+    } else if (it == ref.end()) {  // insert
+      if (index.NeedsRebuild()) {
+        std::map<int32_t, uint64_t> moved;
+        index.Rebuild([&](int32_t block, uint64_t position) { moved[block] = position; });
+        ASSERT_EQ(index.tombstones(), 0u);
+        ASSERT_EQ(moved.size(), ref.size());
+        for (auto& [k, v] : ref) v.second = moved.at(v.first);
+        ++rebuilds;
+      }
+      PrefixIndex::Slot* slot = index.FindOrEmpty(key);
+      ASSERT_LT(slot->block, 0);
+      const int32_t block = next_block++;
+      index.InsertAt(slot, key, block, 0);
+      ref[key] = {block, index.position(slot)};
+    }
+    ASSERT_EQ(index.size(), ref.size());
+    ASSERT_LE((index.size() + index.tombstones()) * 2, index.capacity());
+  }
+  EXPECT_GT(rebuilds, 10);
 }
 
 }  // namespace
