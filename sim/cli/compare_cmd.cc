@@ -69,10 +69,12 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     // One thread per policy; each opens its own trace reader.
     std::vector<std::optional<absl::StatusOr<ReplayResult>>> results(plans.size());
     std::vector<std::thread> threads;
+    ReplayCliOptions run = options->replay;
+    run.skip_teardown = true;  // the command exits after these replays
     for (size_t i = 0; i < plans.size(); ++i) {
       threads.emplace_back([&, i] {
         results[i] =
-            RunReplay(options->replay, loaded->model, loaded->engine, plans[i],
+            RunReplay(run, loaded->model, loaded->engine, plans[i],
                       i == 0 ? "compare" : "", /*keep_records=*/!options->html.html_path.empty());
       });
     }

@@ -79,7 +79,9 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
         WriteRequestCsvRow(rec, fleet, csv_file->stream());
       };
     }
-    auto result = RunReplay(options->replay, loaded->model, loaded->engine, *plan, "replay",
+    ReplayCliOptions run = options->replay;
+    run.skip_teardown = true;  // the command exits after this replay
+    auto result = RunReplay(run, loaded->model, loaded->engine, *plan, "replay",
                             /*keep_records=*/!options->html.html_path.empty(), sink);
     if (!result.ok()) {
       ctx.exit_code = ReportError("replay", result.status());

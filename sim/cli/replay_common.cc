@@ -71,6 +71,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   options.hit_rate_window_requests = o.hit_rate_window;
   options.cost_active_params = o.active_params;
   options.interrupt = InterruptFlag();  // set only where a command installed the handlers
+  options.skip_teardown = o.skip_teardown;
   // A progress line on stderr, only for a terminal and only once the run has lasted a second.
   const bool show_progress = !o.no_progress && !progress_label.empty() && isatty(STDERR_FILENO);
   bool printed = false;

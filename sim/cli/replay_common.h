@@ -27,6 +27,9 @@ struct ReplayCliOptions {
   bool no_progress = false;
   bool no_fast_path = false;
   int64_t hit_rate_window = 1000;
+  // Not a flag: ReplayOptions::skip_teardown, for the one replay (per policy) of a command that
+  // exits right after it (replay, compare). Never for sweeps: their points would pile up.
+  bool skip_teardown = false;
 };
 
 // Adds --trace, --model/--engine and the engine overrides, trace shaping, --seed, ...

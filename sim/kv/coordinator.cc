@@ -54,6 +54,19 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
     }
   }
   num_groups_ = static_cast<int>(managers_.size());
+  // Hybrid plans cache only up to the last S boundary (no rounding with partial hits); an eagle
+  // group also publishes the one block past it that its drop needs (reference §10.2).
+  for (const auto& m : managers_) {
+    LimitRule rule = LimitRule::kNothing;
+    if (m->spec().prefix_cacheable) {
+      if (unitary() || partial_hits_) {
+        rule = m->spec().is_eagle_group && !unitary() ? LimitRule::kEagle : LimitRule::kAll;
+      } else {
+        rule = m->spec().is_eagle_group ? LimitRule::kEagle : LimitRule::kRounded;
+      }
+    }
+    limit_rules_.push_back(rule);
+  }
   // Spec-groups: identical specs are looked up as one batch, full attention first (§9.3).
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t g = 0; g < plan.groups.size(); ++g) {
@@ -183,15 +196,11 @@ int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t need, int64
   return n;
 }
 
-int64_t KvCacheCoordinator::CacheLimit(int g, int64_t n) const {
-  const SingleTypeManager& m = *managers_[g];
-  if (!m.spec().prefix_cacheable) return 0;
-  if (unitary()) return n;
-  // Hybrid: only up to the last S boundary (no rounding with partial hits); an eagle group also
-  // publishes the one block past it that its drop needs (reference §10.2).
-  const int64_t rounded = RoundDown(n, scheduler_block_size_);
-  if (m.spec().is_eagle_group) return std::min(n, rounded + m.block_size());
-  return partial_hits_ ? n : rounded;
+int64_t KvCacheCoordinator::MaxCacheLimit(int64_t n) const {
+  const int64_t rounded = unitary() ? n : RoundDown(n, scheduler_block_size_);
+  int64_t limit = 0;
+  for (int g = 0; g < num_groups_; ++g) limit = std::max(limit, LimitFor(g, n, rounded));
+  return limit;
 }
 
 int64_t KvCacheCoordinator::UnpublishedAlignmentTokens(int64_t n) const {
@@ -210,8 +219,9 @@ int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fin
                                         int64_t step_end) const {
   // Every group's publishes first as loads, then the publishes: their misses overlap.
   absl::InlinedVector<int64_t, 32> limits(num_groups());
+  const int64_t rounded = unitary() ? n : RoundDown(n, scheduler_block_size_);
   for (int g = 0; g < num_groups(); ++g) {
-    limits[g] = CacheLimit(g, n);
+    limits[g] = LimitFor(g, n, rounded);
     if (limits[g] > 0) managers_[g]->PrefetchPublishes(groups[g], fine, limits[g], step_end);
   }
   int64_t cached = 0;

@@ -4,6 +4,7 @@
 #ifndef PREFIXSIM_SIM_KV_COORDINATOR_H_
 #define PREFIXSIM_SIM_KV_COORDINATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -49,7 +50,10 @@ class KvCacheCoordinator {
   int64_t AllocateNew(GroupBlocks* groups, int64_t need, int64_t main, int64_t total) const;
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens
   // (reference §10.2). The largest is returned by MaxCacheLimit.
-  int64_t CacheLimit(int g, int64_t n) const;
+  int64_t CacheLimit(int g, int64_t n) const {
+    return LimitFor(g, n, unitary() ? n : RoundDown(n, scheduler_block_size_));
+  }
+  int64_t MaxCacheLimit(int64_t n) const;
   // Of n computed tokens, those the finest prefix-cacheable group could publish at its own block
   // boundary but that CacheLimit keeps out (the hybrid round-down to S). 0 for unitary plans.
   int64_t UnpublishedAlignmentTokens(int64_t n) const;
@@ -57,6 +61,23 @@ class KvCacheCoordinator {
   void FreeAll(GroupBlocks* groups) const;
 
  private:
+  // CacheLimit given `rounded` = n rounded down to S (hybrid) or n (unitary): the division is
+  // done once per call, not once per group.
+  int64_t LimitFor(int g, int64_t n, int64_t rounded) const {
+    switch (limit_rules_[g]) {
+      case LimitRule::kNothing:
+        return 0;
+      case LimitRule::kAll:
+        return n;
+      case LimitRule::kRounded:
+        return rounded;
+      case LimitRule::kEagle:
+        return std::min(n, rounded + managers_[g]->block_size());
+    }
+    return 0;
+  }
+  enum class LimitRule : uint8_t { kNothing, kAll, kRounded, kEagle };
+
   struct SpecGroup {
     std::vector<int> gids;
     bool full_attention = false;
@@ -67,6 +88,7 @@ class KvCacheCoordinator {
   };
 
   int num_groups_ = 0;  // managers_.size(), read in every per-group loop
+  std::vector<LimitRule> limit_rules_;  // per group
   BlockPool* pool_;
   std::vector<std::unique_ptr<SingleTypeManager>> managers_;
   std::vector<SpecGroup> spec_groups_;  // full attention first

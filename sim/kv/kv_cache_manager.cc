@@ -387,7 +387,8 @@ class KvCacheManager::Impl {
         for (size_t i = 0; i < hit.size(); ++i) {
           if (hit[i] != kNullBlock && !(cow_[g] && i + 1 == hit.size())) pool_.Touch(hit[i]);
         }
-        gb.blocks.swap(hit);
+        // Copied, not swapped: both lists keep their capacity for the slot's next request.
+        gb.blocks.assign(hit.begin(), hit.end());
         gb.num_cached = static_cast<int64_t>(gb.blocks.size());
         hit.clear();
       }
@@ -422,9 +423,7 @@ class KvCacheManager::Impl {
         shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
                       &st.shadow_held);
       }
-      int64_t limit = 0;
-      for (int g = 0; g < coord_.num_groups(); ++g)
-        limit = std::max(limit, coord_.CacheLimit(g, n));
+      const int64_t limit = coord_.MaxCacheLimit(n);
       if (limit > 0) {
         EnsureHashes(st, limit / coord_.hash_block_size());
         // Mamba caches the state where this step ends, if no draft tokens ride along.
@@ -455,8 +454,7 @@ class KvCacheManager::Impl {
   void CacheSpecBoundaryState(RequestState& st, int64_t total, int64_t prev_verified_end) {
     const int64_t b = kv::RoundDown(total, mamba_block_size_);
     if (b <= 0 || b < prev_verified_end) return;
-    int64_t limit = 0;
-    for (int g = 0; g < coord_.num_groups(); ++g) limit = std::max(limit, coord_.CacheLimit(g, b));
+    const int64_t limit = coord_.MaxCacheLimit(b);
     if (limit <= 0) return;
     EnsureHashes(st, limit / coord_.hash_block_size());
     counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b);

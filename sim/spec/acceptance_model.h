@@ -4,6 +4,7 @@
 #ifndef PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
 #define PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -21,6 +22,23 @@ namespace prefixsim {
 inline double UniformDouble(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
+
+// A Bernoulli(p) draw that reads the same 53 bits as `UniformDouble(rng) < p` and gives the same
+// answer, as an integer comparison: k · 2^-53 < p exactly when k < ceil(p · 2^53), since scaling
+// by a power of two is exact. It saves the conversion on the per-draft hot path.
+class BernoulliThreshold {
+ public:
+  // REQUIRES: 0 <= p <= 1.
+  explicit BernoulliThreshold(double p)
+      : threshold_(p >= 1.0   ? uint64_t{1} << 53
+                   : p <= 0.0 ? 0
+                              : static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)))) {}
+  bool Draw(std::mt19937_64& rng) const { return (rng() >> 11) < threshold_; }
+  uint64_t threshold() const { return threshold_; }
+
+ private:
+  uint64_t threshold_;
+};
 
 class AcceptanceModel {
  public:

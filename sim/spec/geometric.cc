@@ -8,16 +8,16 @@ namespace {
 
 class IidAcceptance : public AcceptanceModel {
  public:
-  IidAcceptance(double rate, std::string_view name) : rate_(rate), name_(name) {}
+  IidAcceptance(double rate, std::string_view name) : accept_(rate), name_(name) {}
   std::string_view name() const override { return name_; }
   int Sample(int num_drafts, std::mt19937_64& rng) const override {
     int accepted = 0;
-    while (accepted < num_drafts && UniformDouble(rng) < rate_) ++accepted;
+    while (accepted < num_drafts && accept_.Draw(rng)) ++accepted;
     return accepted;
   }
 
  private:
-  double rate_;
+  BernoulliThreshold accept_;
   std::string_view name_;
 };
 

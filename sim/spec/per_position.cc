@@ -1,5 +1,6 @@
 // Per-position acceptance: draft i (0-based) is accepted with probability rates[i], given that
 // drafts 0..i-1 were accepted; the first rejection ends the run.
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,19 +11,20 @@ namespace {
 
 class PerPositionAcceptance : public AcceptanceModel {
  public:
-  explicit PerPositionAcceptance(std::vector<double> rates) : rates_(std::move(rates)) {}
+  explicit PerPositionAcceptance(const std::vector<double>& rates) {
+    for (double r : rates) accept_.emplace_back(r);
+  }
   std::string_view name() const override { return "per_position"; }
   int Sample(int num_drafts, std::mt19937_64& rng) const override {
+    const int limit = std::min(num_drafts, static_cast<int>(accept_.size()));
+    const BernoulliThreshold* accept = accept_.data();
     int accepted = 0;
-    while (accepted < num_drafts && accepted < static_cast<int>(rates_.size()) &&
-           UniformDouble(rng) < rates_[accepted]) {
-      ++accepted;
-    }
+    while (accepted < limit && accept[accepted].Draw(rng)) ++accepted;
     return accepted;
   }
 
  private:
-  std::vector<double> rates_;
+  std::vector<BernoulliThreshold> accept_;  // one per draft position
 };
 
 }  // namespace

@@ -128,5 +128,31 @@ TEST(AcceptanceTest, UniformDoubleInUnitInterval) {
   }
 }
 
+// The integer draw must give exactly the answers of the floating-point comparison it replaced on
+// the same stream (the seeded results of every replay depend on it), including the rates at and
+// next to the representable edges of 53-bit uniforms.
+TEST(AcceptanceTest, BernoulliThresholdMatchesUniformDoubleComparison) {
+  std::vector<double> rates = {0.0, 1.0, 0.5, 0.8, 0.6, 0.4, 1.0 / 3.0, 0x1.0p-53, 0x1.8p-53,
+                               std::nextafter(1.0, 0.0), std::nextafter(0.5, 1.0),
+                               std::nextafter(0.5, 0.0), 1e-300};
+  std::mt19937_64 pick(11);
+  for (int i = 0; i < 200; ++i) rates.push_back(UniformDouble(pick));
+  for (double p : rates) {
+    const BernoulliThreshold accept(p);
+    std::mt19937_64 a(p > 0.3 ? 7 : 8), b(p > 0.3 ? 7 : 8);
+    for (int i = 0; i < 2000; ++i) {
+      ASSERT_EQ(accept.Draw(a), UniformDouble(b) < p) << "p=" << p << " draw " << i;
+    }
+  }
+  // The 53-bit values next to each threshold decide the same way as their doubles.
+  for (double p : rates) {
+    const uint64_t t = BernoulliThreshold(p).threshold();
+    for (uint64_t k : {t - 2, t - 1, t, t + 1, uint64_t{0}, (uint64_t{1} << 53) - 1}) {
+      if (k >= (uint64_t{1} << 53)) continue;
+      EXPECT_EQ(k < t, static_cast<double>(k) * 0x1.0p-53 < p) << "p=" << p << " k=" << k;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace prefixsim

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "prefixsim/engine.h"
 #include "sim/fleet/router.h"
+#include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace prefixsim {
@@ -73,6 +74,32 @@ TEST(FleetTest, RoundRobinCyclesInArrivalOrder) {
   EXPECT_EQ(r.fleet->per_replica[2].requests, 2);
   EXPECT_DOUBLE_EQ(r.fleet->imbalance, 3.0 / (7.0 / 3.0));
   EXPECT_EQ(r.finished_requests, 7);
+}
+
+// ReplayOptions::skip_teardown (set by the replay and compare commands) leaves the simulated state
+// to the process exit: the result is the same report, byte for byte, fleet or not.
+TEST(FleetTest, SkipTeardownChangesNothingInTheResult) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 40; ++i) reqs.push_back(Req(i, i * 5.0, Iota(24, 7 * (i % 5) + 1), 6));
+  for (int replicas : {1, 3}) {
+    std::string reports[2];
+    for (int skip = 0; skip < 2; ++skip) {
+      EngineConfig engine = SmallEngine(64);
+      engine.fleet.replicas = replicas;
+      engine.fleet.router = "kv_aware";
+      VectorTrace trace(reqs);
+      ReplayOptions options;
+      options.skip_teardown = skip == 1;
+      auto result =
+          Replay(Unitary(LayerKind::kFullAttention, 4, 64), ModelSpec{}, engine, trace, options);
+      ASSERT_TRUE(result.ok()) << result.status();
+      ReportOptions report;
+      report.include_wall_time = false;
+      reports[skip] = ReplayResultToJson(*result, report).dump();
+    }
+    EXPECT_EQ(reports[0], reports[1]) << replicas << " replicas";
+    EXPECT_NE(reports[0].find("\"finished_requests\":40"), std::string::npos) << reports[0];
+  }
 }
 
 TEST(FleetTest, RandomIsSeededAndUsesEveryReplica) {
