@@ -3,41 +3,49 @@
 # not absolute times):
 #  1. whole-process wall time of the full DES replay of the Mooncake conversation trace
 #     (Kimi-K3-like + DSpark, 1 TiB of KV: new, old, and new without speculation) over that of the
-#     plain Python LRU (../shared/bench/py_lru_baseline.py) over the same trace; best of N runs each;
+#     plain Python LRU (../shared/bench/py_lru_baseline.py) over the same trace. The runs are
+#     interleaved (one of each per round, N rounds) so that a slow phase of the machine hits every
+#     command alike; the ratios are of the medians (and of the best runs);
 #  2. with MEMORY=1: peak RSS of `replay --csv` on generated chat traces of 10k and 1M requests
 #     (same generator and rate); the 1M trace is generated once into $TMPDIR (~220 MB).
-# Usage: bench/perf_targets.sh [build dir]   (env RUNS=N, default 5; MEMORY=1)
+# Usage: bench/perf_targets.sh [build dir]   (env RUNS=N rounds, default 9; MEMORY=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-runs=${RUNS:-5}
+runs=${RUNS:-9}
 shared=../shared
 trace=$shared/traces/real/mooncake_conversation_trace.jsonl
 [ -f "$trace" ] || { echo "skip: $trace not found"; exit 0; }
 
 timing=$(mktemp)
-trap 'rm -f "$timing"' EXIT
-best() {  # best wall time in seconds of "$@" over $runs runs
-  local best=""
-  for _ in $(seq "$runs"); do
-    local t
-    /usr/bin/time -f "%e" -o "$timing" "$@" >/dev/null 2>&1
-    t=$(tail -n 1 "$timing")
-    if [ -z "$best" ] || awk "BEGIN{exit !($t < $best)}"; then best=$t; fi
-  done
-  echo "$best"
+samples=$(mktemp -d)
+trap 'rm -rf "$timing" "$samples"' EXIT
+run() {  # appends the wall time in seconds of "${@:2}" to $samples/$1
+  /usr/bin/time -f "%e" -o "$timing" "${@:2}" >/dev/null 2>&1
+  tail -n 1 "$timing" >>"$samples/$1"
+}
+stat() {  # "median best" of the samples of $1
+  sort -n "$samples/$1" | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)], a[1]}'
 }
 
-py=$(best python3 "$shared/bench/py_lru_baseline.py" "$trace")
-echo "python LRU baseline: ${py} s"
 replay=("$build/prefixsim" replay --trace "$trace" --model kimi-k3-like --no-progress
         --kv-cache-bytes 1099511627776)
-for variant in "new:--engine kimi-k3-dspark --policy new" "old:--engine kimi-k3-dspark --policy old" \
-               "no-spec:--engine kimi-k3 --policy new"; do
+variants=("new:--engine kimi-k3-dspark --policy new" "old:--engine kimi-k3-dspark --policy old"
+          "no-spec:--engine kimi-k3 --policy new")
+for _ in $(seq "$runs"); do
+  run python python3 "$shared/bench/py_lru_baseline.py" "$trace"
+  for variant in "${variants[@]}"; do
+    # shellcheck disable=SC2086
+    run "${variant%%:*}" "${replay[@]}" ${variant#*:}
+  done
+done
+read -r py_med py_best <<<"$(stat python)"
+echo "python LRU baseline: median ${py_med} s, best ${py_best} s ($runs interleaved rounds)"
+for variant in "${variants[@]}"; do
   name=${variant%%:*}
-  # shellcheck disable=SC2086
-  t=$(best "${replay[@]}" ${variant#*:})
-  echo "prefixsim replay ($name): ${t} s, ratio $(awk "BEGIN{printf \"%.2f\", $t / $py}") (target <= 1.0)"
+  read -r med best <<<"$(stat "$name")"
+  echo "prefixsim replay ($name): median ${med} s, best ${best} s;" \
+    "ratio $(awk "BEGIN{printf \"%.2f\", $med / $py_med}") (best $(awk "BEGIN{printf \"%.2f\", $best / $py_best}")) (target <= 1.0)"
 done
 
 if [ "${MEMORY:-0}" = 1 ]; then
