@@ -4,9 +4,9 @@
 #   bench/compare.sh record OUT.json [BUILD_DIR] [extra benchmark flags...]
 #   bench/compare.sh compare BASE.json NEW.json [--threshold 0.10]
 #
-# `record` runs kv_bench and trace_reader_bench (the KV cache and trace reader hot paths) with
-# --benchmark_out=FILE --benchmark_out_format=json and --benchmark_repetitions=5 (medians are
-# compared), merging their "benchmarks" lists into OUT.json. See bench/README.md.
+# `record` runs kv_bench, trace_reader_bench and cost_bench (the KV cache, trace reader and
+# per-step hot paths) with --benchmark_out=FILE --benchmark_out_format=json and
+# --benchmark_repetitions=5 (medians are compared), merging their "benchmarks" lists into OUT.json. See bench/README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 case "${1:-}" in
@@ -17,7 +17,7 @@ case "${1:-}" in
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     files=()
-    for b in ${PREFIXSIM_BENCHES:-kv_bench trace_reader_bench}; do
+    for b in ${PREFIXSIM_BENCHES:-kv_bench trace_reader_bench cost_bench}; do
       "$build/$b" --benchmark_out="$tmp/$b.json" --benchmark_out_format=json \
         --benchmark_repetitions="${REPETITIONS:-5}" --benchmark_report_aggregates_only=true \
         "$@" >&2

@@ -47,6 +47,20 @@
 
 namespace prefixsim {
 
+// Built with AddressSanitizer (GCC's macro; clang's feature test): LeakSanitizer reports memory
+// left to the exit, and whole-trace runs are too slow to be tests there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitizerBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+inline constexpr bool kSanitizerBuild = true;
+#else
+inline constexpr bool kSanitizerBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizerBuild = false;
+#endif
+
 // Debian's Abseil is built with its own absl::string_view (not an alias of std::string_view), so
 // StrCat/StrFormat/Status messages need explicit conversions at the boundary.
 inline absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }

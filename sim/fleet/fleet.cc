@@ -214,21 +214,6 @@ ReplayResult Fleet::Collect() {
 
 }  // namespace fleet
 
-namespace {
-// LeakSanitizer would report the state that ReplayOptions::skip_teardown leaves to the exit.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizerBuild = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
-constexpr bool kSanitizerBuild = true;
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
-}  // namespace
-
 absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
                                     const EngineConfig& engine, TraceReader& trace,
                                     const ReplayOptions& options) {
@@ -240,6 +225,7 @@ absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
                              fleet::Fleet::Create(plan, model, engine, options,
                                                   engine.fleet.replicas, /*report_fleet=*/false));
   absl::StatusOr<ReplayResult> result = f->Run(trace);
+  // LeakSanitizer would report what is left to the exit.
   if (options.skip_teardown && !kSanitizerBuild) static_cast<void>(f.release());
   return result;
 }

@@ -57,15 +57,16 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   // Hybrid plans cache only up to the last S boundary (no rounding with partial hits); an eagle
   // group also publishes the one block past it that its drop needs (reference §10.2).
   for (const auto& m : managers_) {
-    LimitRule rule = LimitRule::kNothing;
-    if (m->spec().prefix_cacheable) {
-      if (unitary() || partial_hits_) {
-        rule = m->spec().is_eagle_group && !unitary() ? LimitRule::kEagle : LimitRule::kAll;
-      } else {
-        rule = m->spec().is_eagle_group ? LimitRule::kEagle : LimitRule::kRounded;
-      }
+    const KvGroup& spec = m->spec();
+    if (!spec.prefix_cacheable) {
+      limit_rules_.push_back(LimitRule::kNothing);
+    } else if (unitary()) {
+      limit_rules_.push_back(LimitRule::kAll);
+    } else if (spec.is_eagle_group) {
+      limit_rules_.push_back(LimitRule::kEagle);
+    } else {
+      limit_rules_.push_back(partial_hits_ ? LimitRule::kAll : LimitRule::kRounded);
     }
-    limit_rules_.push_back(rule);
   }
   // Spec-groups: identical specs are looked up as one batch, full attention first (§9.3).
   for (int pass = 0; pass < 2; ++pass) {
@@ -197,7 +198,7 @@ int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t need, int64
 }
 
 int64_t KvCacheCoordinator::MaxCacheLimit(int64_t n) const {
-  const int64_t rounded = unitary() ? n : RoundDown(n, scheduler_block_size_);
+  const int64_t rounded = RoundedForCache(n);
   int64_t limit = 0;
   for (int g = 0; g < num_groups_; ++g) limit = std::max(limit, LimitFor(g, n, rounded));
   return limit;
@@ -219,7 +220,7 @@ int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fin
                                         int64_t step_end) const {
   // Every group's publishes first as loads, then the publishes: their misses overlap.
   absl::InlinedVector<int64_t, 32> limits(num_groups());
-  const int64_t rounded = unitary() ? n : RoundDown(n, scheduler_block_size_);
+  const int64_t rounded = RoundedForCache(n);
   for (int g = 0; g < num_groups(); ++g) {
     limits[g] = LimitFor(g, n, rounded);
     if (limits[g] > 0) managers_[g]->PrefetchPublishes(groups[g], fine, limits[g], step_end);

@@ -50,9 +50,7 @@ class KvCacheCoordinator {
   int64_t AllocateNew(GroupBlocks* groups, int64_t need, int64_t main, int64_t total) const;
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens
   // (reference §10.2). The largest is returned by MaxCacheLimit.
-  int64_t CacheLimit(int g, int64_t n) const {
-    return LimitFor(g, n, unitary() ? n : RoundDown(n, scheduler_block_size_));
-  }
+  int64_t CacheLimit(int g, int64_t n) const { return LimitFor(g, n, RoundedForCache(n)); }
   int64_t MaxCacheLimit(int64_t n) const;
   // Of n computed tokens, those the finest prefix-cacheable group could publish at its own block
   // boundary but that CacheLimit keeps out (the hybrid round-down to S). 0 for unitary plans.
@@ -61,8 +59,12 @@ class KvCacheCoordinator {
   void FreeAll(GroupBlocks* groups) const;
 
  private:
-  // CacheLimit given `rounded` = n rounded down to S (hybrid) or n (unitary): the division is
-  // done once per call, not once per group.
+  // n rounded down to S (hybrid) or n (unitary): what a kRounded group may cache.
+  int64_t RoundedForCache(int64_t n) const {
+    return unitary() ? n : RoundDown(n, scheduler_block_size_);
+  }
+  // CacheLimit given `rounded` = RoundedForCache(n): the division is done once per call, not once
+  // per group.
   int64_t LimitFor(int g, int64_t n, int64_t rounded) const {
     switch (limit_rules_[g]) {
       case LimitRule::kNothing:

@@ -387,8 +387,7 @@ class KvCacheManager::Impl {
         for (size_t i = 0; i < hit.size(); ++i) {
           if (hit[i] != kNullBlock && !(cow_[g] && i + 1 == hit.size())) pool_.Touch(hit[i]);
         }
-        // Copied, not swapped: both lists keep their capacity for the slot's next request.
-        gb.blocks.assign(hit.begin(), hit.end());
+        gb.blocks.swap(hit);
         gb.num_cached = static_cast<int64_t>(gb.blocks.size());
         hit.clear();
       }

@@ -85,11 +85,11 @@ TEST(AnalyticCostModelTest, ActiveParamsOverrideAndErrors) {
   EXPECT_EQ(LookupGpu("h200")->hbm_bytes_per_s, 4.8e12);
 }
 
-// StepTimeNs sums its terms in integers (it runs for every sequence of every step). This is the
-// model's formula (the header comment of sim/cost/analytic.cc) summed in doubles, term by term, as
-// a reader would write it: the two must give the same nanoseconds on every batch, here on the
+// StepTimeNs works on classes of layers (by window) and of groups (by block shape). This is the
+// model's formula (the header comment of sim/cost/analytic.cc) written layer by layer and group by
+// group, as a reader would: the two must give the same nanoseconds on every batch, here on the
 // Kimi-K3-like plan with the drafter (MLA, a sliding window, 14 KDA state groups).
-TEST(AnalyticCostModelTest, IntegerSumsEqualTheFormulaInDoubles) {
+TEST(AnalyticCostModelTest, ClassSumsEqualTheFormulaLayerByLayer) {
   auto model = LoadModel("kimi-k3-like");
   ASSERT_TRUE(model.ok()) << model.status();
   auto engine = LoadEngine("kimi-k3-dspark");

@@ -17,6 +17,7 @@
 
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_plan.h"
+#include "prefixsim/status.h"
 #include "prefixsim/trace.h"
 
 namespace prefixsim {
@@ -56,12 +57,6 @@ bool TraceAvailable() {
   return true;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 void Print(const ReplayResult& r) {
   std::printf(
       "%-4s A=%-6lld blocks=%-7lld hit_rate=%.4f preemptions=%lld cached=%lld "
@@ -73,7 +68,7 @@ void Print(const ReplayResult& r) {
 }
 
 TEST(MooncakeReplayTest, WithoutCapacityLimitNewMatchesNoSpecAndBeatsOld) {
-  if (!TraceAvailable() || kSanitized) GTEST_SKIP() << "no trace, or sanitized build";
+  if (!TraceAvailable() || kSanitizerBuild) GTEST_SKIP() << "no trace, or sanitized build";
   constexpr int64_t kBig = int64_t{4} << 40;
   const ReplayResult old_r = RunMooncake("kimi-k3-dspark", "old", kBig);
   const ReplayResult new_r = RunMooncake("kimi-k3-dspark", "new", kBig);
@@ -90,7 +85,7 @@ TEST(MooncakeReplayTest, WithoutCapacityLimitNewMatchesNoSpecAndBeatsOld) {
 }
 
 TEST(MooncakeReplayTest, AtPresetCapacityOldPublishesOnlySchedulerBlockPrefixes) {
-  if (!TraceAvailable() || kSanitized) GTEST_SKIP() << "no trace, or sanitized build";
+  if (!TraceAvailable() || kSanitizerBuild) GTEST_SKIP() << "no trace, or sanitized build";
   const ReplayResult old_r = RunMooncake("kimi-k3-dspark", "old");
   const ReplayResult new_r = RunMooncake("kimi-k3-dspark", "new");
   const ReplayResult nospec = RunMooncake("kimi-k3", "new");
