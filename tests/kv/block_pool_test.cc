@@ -179,7 +179,9 @@ TEST(BlockPoolTest, MatchesAModelThroughManySqueezesAndRebuilds) {
     }
   }
   EXPECT_EQ(pool.evictions(), evictions);
-  EXPECT_GT(evictions, 10 * kBlocks);  // many rebuilds of the index
+  // An eviction leaves a tombstone (which a later insert may reuse); the 256-slot index rebuilds
+  // when entries and tombstones reach half of it: over 400 evictions can fill that half 3 times.
+  EXPECT_GT(evictions, 10 * kBlocks);
   pool.CheckInvariants();
 }
 
