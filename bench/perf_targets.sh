@@ -28,19 +28,23 @@ stat() {  # "median best" of the samples of $1
   sort -n "$samples/$1" | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)], a[1]}'
 }
 
+# The interpreter itself, not a launcher in front of it: a version manager's shim (pyenv's is a
+# bash script) adds its own start-up to every run (0.27 s of 0.39 s on one machine), which would
+# flatter the ratios.
+python=$(python3 -c 'import sys; print(sys.executable)')
 replay=("$build/prefixsim" replay --trace "$trace" --model kimi-k3-like --no-progress
         --kv-cache-bytes 1099511627776)
 variants=("new:--engine kimi-k3-dspark --policy new" "old:--engine kimi-k3-dspark --policy old"
           "no-spec:--engine kimi-k3 --policy new")
 for _ in $(seq "$runs"); do
-  run python python3 "$shared/bench/py_lru_baseline.py" "$trace"
+  run python "$python" "$shared/bench/py_lru_baseline.py" "$trace"
   for variant in "${variants[@]}"; do
     # shellcheck disable=SC2086
     run "${variant%%:*}" "${replay[@]}" ${variant#*:}
   done
 done
 read -r py_med py_best <<<"$(stat python)"
-echo "python LRU baseline: median ${py_med} s, best ${py_best} s ($runs interleaved rounds)"
+echo "python LRU baseline ($python): median ${py_med} s, best ${py_best} s ($runs interleaved rounds)"
 for variant in "${variants[@]}"; do
   name=${variant%%:*}
   read -r med best <<<"$(stat "$name")"

@@ -127,7 +127,6 @@ void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/) {
   }
   SimRequest* raw = sim.get();
   live_[raw->slot] = std::move(sim);
-  raw->kv = kv_->AddRequest(raw->request.get());
   scheduler_->AddWaiting(raw);
 }
 
@@ -147,8 +146,10 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
       // With nothing running every block is free or evictable: this request can never be
       // served (vLLM would wait forever). Drop it and count it.
       SimRequest* req = scheduler_->PopWaitingFront();
-      kv_->Free(req->kv);
-      kv_->RemoveRequest(req->id());
+      if (req->has_kv()) {
+        kv_->Free(req->kv);
+        kv_->RemoveRequest(req->id());
+      }
       result.skipped_does_not_fit += 1;
       if (req->record_index >= 0) {
         RequestRecord& rec = records_->at(req->record_index);

@@ -32,7 +32,9 @@ struct alignas(64) SimRequest {
   int64_t prompt_tokens = 0;  // request->prompt_tokens
   int64_t first_token_ns = -1;
   int32_t num_drafts = 0;  // proposed draft tokens (spec_token_ids) awaiting verification
-  KvRequestHandle kv;      // its entry in the KV cache manager
+  // Its entry in the KV cache manager, made when the scheduler first considers it for
+  // admission: a long waiting queue holds no KV state (Scheduler::Schedule).
+  KvRequestHandle kv;
   // Acceptance lengths recorded in the trace that the replay uses (request->accepted_lengths,
   // none unless the engine uses them), and the next one.
   int32_t num_trace_accepted = 0;
@@ -48,6 +50,7 @@ struct alignas(64) SimRequest {
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
   uint64_t id() const { return request->id; }
+  bool has_kv() const { return kv.slot != KvRequestHandle{}.slot; }
 };
 static_assert(offsetof(SimRequest, request) == 64, "a step's fields share one cache line");
 
@@ -99,7 +102,8 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, KvCacheManager* kv);
 
-  // A new arrival: appended to the waiting queue (the caller registered it with the KV manager).
+  // A new arrival: appended to the waiting queue. The scheduler registers it with the KV
+  // manager when it first tries to admit it.
   void AddWaiting(SimRequest* req) { waiting_.push_back(req); }
 
   // Builds the next batch into *batch (cleared first).
