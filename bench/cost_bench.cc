@@ -63,7 +63,7 @@ void AcceptancePerPosition(benchmark::State& state) {
     state.SkipWithError("cannot build the acceptance model");
     return;
   }
-  std::mt19937_64 rng(7);
+  Mt19937_64 rng(7);
   for (auto _ : state) benchmark::DoNotOptimize((*model)->Sample(3, rng));
   state.SetItemsProcessed(state.iterations());
 }

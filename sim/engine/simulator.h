@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -87,7 +86,7 @@ class Simulator {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<AcceptanceModel> acceptance_;
   std::unique_ptr<CostModel> cost_;
-  std::mt19937_64 rng_;
+  Mt19937_64 rng_;  // the stream of std::mt19937_64 (DESIGN: the only random source)
   int num_spec_tokens_ = 0;
 
   bool busy_ = false;

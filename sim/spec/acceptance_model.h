@@ -7,19 +7,19 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "prefixsim/engine_config.h"
+#include "sim/spec/mt19937_64.h"
 
 namespace prefixsim {
 
 // A uniform double in [0, 1) from 53 random bits: the same on every platform (unlike
 // std::uniform_real_distribution, whose algorithm is implementation-defined).
-inline double UniformDouble(std::mt19937_64& rng) {
+inline double UniformDouble(Mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
@@ -33,7 +33,7 @@ class BernoulliThreshold {
       : threshold_(p >= 1.0   ? uint64_t{1} << 53
                    : p <= 0.0 ? 0
                               : static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)))) {}
-  bool Draw(std::mt19937_64& rng) const { return (rng() >> 11) < threshold_; }
+  bool Draw(Mt19937_64& rng) const { return (rng() >> 11) < threshold_; }
   uint64_t threshold() const { return threshold_; }
 
  private:
@@ -46,7 +46,7 @@ class AcceptanceModel {
   virtual std::string_view name() const = 0;
   // Accepted drafts among `num_drafts` (<= the configured num_speculative_tokens) verified
   // together. Returns a value in [0, num_drafts]. Draws only from `rng`.
-  virtual int Sample(int num_drafts, std::mt19937_64& rng) const = 0;
+  virtual int Sample(int num_drafts, Mt19937_64& rng) const = 0;
 };
 
 using AcceptanceFactory = absl::StatusOr<std::unique_ptr<AcceptanceModel>> (*)(

@@ -15,7 +15,7 @@ class EmpiricalAcceptance : public AcceptanceModel {
   explicit EmpiricalAcceptance(std::vector<double> cumulative)
       : cumulative_(std::move(cumulative)) {}
   std::string_view name() const override { return "empirical"; }
-  int Sample(int num_drafts, std::mt19937_64& rng) const override {
+  int Sample(int num_drafts, Mt19937_64& rng) const override {
     const double u = UniformDouble(rng) * cumulative_.back();
     int j = 0;
     while (j + 1 < static_cast<int>(cumulative_.size()) && u >= cumulative_[j]) ++j;

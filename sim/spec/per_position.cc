@@ -15,7 +15,7 @@ class PerPositionAcceptance : public AcceptanceModel {
     for (double r : rates) accept_.emplace_back(r);
   }
   std::string_view name() const override { return "per_position"; }
-  int Sample(int num_drafts, std::mt19937_64& rng) const override {
+  int Sample(int num_drafts, Mt19937_64& rng) const override {
     const int limit = std::min(num_drafts, static_cast<int>(accept_.size()));
     const BernoulliThreshold* accept = accept_.data();
     int accepted = 0;

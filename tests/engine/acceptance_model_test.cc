@@ -27,7 +27,7 @@ TEST(AcceptanceContractTest, EveryRegisteredModelStaysInRangeAndIsSeeded) {
     auto model = NewAcceptanceModel(c, 3);
     ASSERT_TRUE(model.ok()) << name << ": " << model.status();
     EXPECT_EQ((*model)->name(), name);
-    std::mt19937_64 a(42), b(42);
+    Mt19937_64 a(42), b(42);
     for (int i = 0; i < 2000; ++i) {
       const int n = i % 4;
       const int x = (*model)->Sample(n, a);
@@ -41,7 +41,7 @@ TEST(AcceptanceContractTest, EveryRegisteredModelStaysInRangeAndIsSeeded) {
 TEST(AcceptanceTest, GeometricMeanMatchesClosedForm) {
   auto model = NewAcceptanceModel(Config("geometric", {0.6}), 3);
   ASSERT_TRUE(model.ok());
-  std::mt19937_64 rng(1);
+  Mt19937_64 rng(1);
   const int n = 200000;
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += (*model)->Sample(3, rng);
@@ -51,7 +51,7 @@ TEST(AcceptanceTest, GeometricMeanMatchesClosedForm) {
 }
 
 TEST(AcceptanceTest, GeometricExtremes) {
-  std::mt19937_64 rng(3);
+  Mt19937_64 rng(3);
   auto all = NewAcceptanceModel(Config("geometric", {1.0}), 4);
   auto none = NewAcceptanceModel(Config("geometric", {0.0}), 4);
   ASSERT_TRUE(all.ok() && none.ok());
@@ -65,7 +65,7 @@ TEST(AcceptanceTest, GeometricExtremes) {
 TEST(AcceptanceTest, PerPositionFrequencies) {
   auto model = NewAcceptanceModel(Config("per_position", {0.8, 0.5, 0.25}), 3);
   ASSERT_TRUE(model.ok());
-  std::mt19937_64 rng(7);
+  Mt19937_64 rng(7);
   const int n = 200000;
   int reach[4] = {0, 0, 0, 0};
   for (int i = 0; i < n; ++i) {
@@ -80,7 +80,7 @@ TEST(AcceptanceTest, PerPositionFrequencies) {
 TEST(AcceptanceTest, EmpiricalFollowsHistogramAndCapsAtDrafts) {
   auto model = NewAcceptanceModel(Config("empirical", {}, {0, 0, 1, 3}), 3);
   ASSERT_TRUE(model.ok());
-  std::mt19937_64 rng(9);
+  Mt19937_64 rng(9);
   const int n = 100000;
   int count[4] = {0, 0, 0, 0};
   for (int i = 0; i < n; ++i) count[(*model)->Sample(3, rng)]++;
@@ -94,7 +94,7 @@ TEST(AcceptanceTest, EmpiricalFollowsHistogramAndCapsAtDrafts) {
 TEST(AcceptanceTest, TraceFallbackWithoutRatesAcceptsNothing) {
   auto model = NewAcceptanceModel(Config("trace", {}), 3);
   ASSERT_TRUE(model.ok());
-  std::mt19937_64 rng(1);
+  Mt19937_64 rng(1);
   for (int i = 0; i < 100; ++i) EXPECT_EQ((*model)->Sample(3, rng), 0);
 }
 
@@ -120,7 +120,7 @@ TEST(AcceptanceTest, ConfigurationErrors) {
 }
 
 TEST(AcceptanceTest, UniformDoubleInUnitInterval) {
-  std::mt19937_64 rng(5);
+  Mt19937_64 rng(5);
   for (int i = 0; i < 10000; ++i) {
     const double u = UniformDouble(rng);
     EXPECT_GE(u, 0.0);
@@ -135,11 +135,11 @@ TEST(AcceptanceTest, BernoulliThresholdMatchesUniformDoubleComparison) {
   std::vector<double> rates = {0.0, 1.0, 0.5, 0.8, 0.6, 0.4, 1.0 / 3.0, 0x1.0p-53, 0x1.8p-53,
                                std::nextafter(1.0, 0.0), std::nextafter(0.5, 1.0),
                                std::nextafter(0.5, 0.0), 1e-300};
-  std::mt19937_64 pick(11);
+  Mt19937_64 pick(11);
   for (int i = 0; i < 200; ++i) rates.push_back(UniformDouble(pick));
   for (double p : rates) {
     const BernoulliThreshold accept(p);
-    std::mt19937_64 a(p > 0.3 ? 7 : 8), b(p > 0.3 ? 7 : 8);
+    Mt19937_64 a(p > 0.3 ? 7 : 8), b(p > 0.3 ? 7 : 8);
     for (int i = 0; i < 2000; ++i) {
       ASSERT_EQ(accept.Draw(a), UniformDouble(b) < p) << "p=" << p << " draw " << i;
     }
