@@ -8,7 +8,8 @@
 #     command alike; the ratios are of the medians (and of the best runs);
 #  2. with MEMORY=1: peak RSS of `replay --csv` on generated chat traces of 10k and 1M requests
 #     (same generator and rate); the 1M trace is generated once into $TMPDIR (~220 MB).
-# Usage: bench/perf_targets.sh [build dir]   (env RUNS=N rounds, default 9; MEMORY=1)
+# Usage: bench/perf_targets.sh [build dir]   (env RUNS=N rounds, default 9; MEMORY=1; PYTHON=
+# the interpreter, default the python3 on PATH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -31,7 +32,7 @@ stat() {  # "median best" of the samples of $1
 # The interpreter itself, not a launcher in front of it: a version manager's shim (pyenv's is a
 # bash script) adds its own start-up to every run (0.27 s of 0.39 s on one machine), which would
 # flatter the ratios.
-python=$(python3 -c 'import sys; print(sys.executable)')
+python=${PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
 replay=("$build/prefixsim" replay --trace "$trace" --model kimi-k3-like --no-progress
         --kv-cache-bytes 1099511627776)
 variants=("new:--engine kimi-k3-dspark --policy new" "old:--engine kimi-k3-dspark --policy old"
