@@ -9,8 +9,9 @@
 //    an empty prompt. A request that cannot fit even in an otherwise empty KV cache is skipped
 //    and counted as does_not_fit (vLLM would wait forever). Nothing is truncated.
 //  * Outputs: at least 1 token (vLLM's max_tokens >= 1), at most max_model_len - prompt.
-//  * Determinism: all randomness comes from one std::mt19937_64 seeded with ReplayOptions::seed
-//    and drawn in batch order, so equal inputs give equal results. wall_time_s is the one field
+//  * Determinism: all randomness comes from one std::mt19937_64 stream (produced by
+//    sim/spec/mt19937_64.h) seeded with ReplayOptions::seed and drawn in batch order, so equal
+//    inputs give equal results. wall_time_s is the one field
 //    that differs; reports omit it on request (ReportOptions::include_wall_time, CLI
 //    --no-wall-time), and byte-identity tests use that.
 //  * Timing: a step starts when the previous one ends (no async scheduling overlap); tokens of a

@@ -75,9 +75,10 @@ struct PrefixHit {
 // turn's prompt names an earlier turn's generated output.
 uint64_t GeneratedOutputContentId(uint64_t request_id);
 
-// Names a request tracked by a KvCacheManager (a slot of its request table).
+// Names a request tracked by a KvCacheManager (a slot of its request table). Default: none.
 struct KvRequestHandle {
   uint32_t slot = UINT32_MAX;
+  bool valid() const { return slot != UINT32_MAX; }
 };
 
 class KvCacheManager {

@@ -145,11 +145,11 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
         (stop == AdmissionStop::kAllocationFailed || stop == AdmissionStop::kTooBigUnchunked)) {
       // With nothing running every block is free or evictable: this request can never be
       // served (vLLM would wait forever). Drop it and count it.
+      // Both stops come after Schedule registered the front request with the KV manager.
       SimRequest* req = scheduler_->PopWaitingFront();
-      if (req->has_kv()) {
-        kv_->Free(req->kv);
-        kv_->RemoveRequest(req->id());
-      }
+      PREFIXSIM_CHECK(req->kv.valid());
+      kv_->Free(req->kv);
+      kv_->RemoveRequest(req->id());
       result.skipped_does_not_fit += 1;
       if (req->record_index >= 0) {
         RequestRecord& rec = records_->at(req->record_index);

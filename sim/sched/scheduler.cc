@@ -119,10 +119,9 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     }
     SimRequest* req = waiting_.front();
     PREFIXSIM_CHECK(req->num_computed == 0);
-    // Registered now rather than at arrival: the KV states in use stay as many as the requests
-    // near the front of the queue and in the batch, and stay in cache. (Lookups and allocations
-    // do not depend on when a request was registered.)
-    if (!req->has_kv()) req->kv = kv_->AddRequest(req->request.get());
+    // Registered now rather than at arrival, so that a long waiting queue holds no KV state
+    // (lookups and allocations do not depend on when a request was registered).
+    if (!req->kv.valid()) req->kv = kv_->AddRequest(req->request.get());
     PrefixHit hit;
     if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->kv);
     const int64_t computed = hit.hit_tokens;

@@ -50,7 +50,6 @@ struct alignas(64) SimRequest {
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
   uint64_t id() const { return request->id; }
-  bool has_kv() const { return kv.slot != KvRequestHandle{}.slot; }
 };
 static_assert(offsetof(SimRequest, request) == 64, "a step's fields share one cache line");
 
