@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 #include "prefixsim/status.h"
 #include "sim/kv/big_array.h"
@@ -105,24 +104,31 @@ class PrefixIndex {
   }
   // True when entries plus tombstones fill half the table: Rebuild before the next insert.
   bool NeedsRebuild() const { return (size_ + tombstones_) * 2 >= slots_.size(); }
-  // Re-inserts the entries into the table cleared of tombstones; `moved(block, new_position)` is
-  // called for every entry. The entries wait in a buffer kept between rebuilds (no fresh pages).
+  // Clears the tombstones in place, in one pass over the table: every entry moves back to the
+  // first empty slot from its home, and `moved(block, new_position)` is called for each entry
+  // that moved (the others keep their positions). No buffer, no random access: an entry only
+  // moves back inside its own probe run. The pass starts after an empty slot, so that no run
+  // wraps into it; every slot between an entry's home and its slot has then been passed already
+  // (a run has no empty slot), and holds an entry or is empty.
   template <typename Moved>
   void Rebuild(Moved moved) {
-    rebuild_buffer_.clear();
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].block >= 0) rebuild_buffer_.push_back(slots_[i]);
+    uint64_t start = 0;
+    while (slots_[start].block != kEmpty) ++start;  // one exists: the table is never full
+    for (uint64_t n = 1; n <= mask_ + 1; ++n) {
+      const uint64_t i = (start + n) & mask_;
+      if (slots_[i].block == kTombstone) {
+        slots_[i].block = kEmpty;
+        continue;
+      }
+      if (slots_[i].block < 0) continue;
+      uint64_t q = slots_[i].key & mask_;
+      while (q != i && slots_[q].block >= 0) q = (q + 1) & mask_;
+      if (q == i) continue;
+      slots_[q] = slots_[i];
       slots_[i].block = kEmpty;
+      moved(slots_[q].block, q);
     }
-    size_ = 0;
     tombstones_ = 0;
-    for (const Slot& s : rebuild_buffer_) {
-      uint64_t j = s.key & mask_;
-      while (slots_[j].block != kEmpty) j = (j + 1) & mask_;
-      slots_[j] = s;
-      ++size_;
-      moved(s.block, j);
-    }
   }
 
   size_t size() const { return size_; }
@@ -134,7 +140,6 @@ class PrefixIndex {
   uint64_t mask_ = 0;
   size_t size_ = 0;
   size_t tombstones_ = 0;
-  std::vector<Slot> rebuild_buffer_;
 };
 
 }  // namespace kv
