@@ -2,7 +2,8 @@
 // that every allocation, eviction and publish touches at a random place. Past a few MiB they
 // are backed by transparent huge pages where the kernel offers them (madvise mode), so those
 // random accesses stop missing the TLB and the table costs a few page faults instead of one per
-// 4 KiB. Elsewhere (no THP, small tables) it is plain memory; the contents are the same.
+// 4 KiB. Past 64 KiB they are mapped and populated in one call (the fill touches every page).
+// Elsewhere (no THP, small tables) it is plain memory; the contents are the same.
 #ifndef PREFIXSIM_SIM_KV_BIG_ARRAY_H_
 #define PREFIXSIM_SIM_KV_BIG_ARRAY_H_
 
@@ -27,18 +28,27 @@ class BigArray {
   BigArray() = default;
   BigArray(size_t n, const T& value) : size_(n) {
     const size_t bytes = n * sizeof(T);
-    if (bytes >= kHugeThreshold) {
+    if (bytes >= kMapThreshold) {
+      // The fill below writes every page: map them all in one call, not one fault per page (a
+      // fleet builds dozens of these tables, and a fault is dear in a VM).
+      const bool huge = bytes >= kHugeThreshold;
       // Over-map by one huge page so the table can start on a 2 MiB boundary: only aligned
       // 2 MiB ranges can be huge pages.
-      map_bytes_ = bytes + kHugePage;
-      void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+      map_bytes_ = huge ? bytes + kHugePage : bytes;
+      void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | (huge ? 0 : MAP_POPULATE), -1, 0);
       if (p != MAP_FAILED) {
         map_ = p;
-        const uintptr_t aligned =
-            (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
-        data_ = reinterpret_cast<T*>(aligned);
-        madvise(data_, bytes, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
+        uintptr_t start = reinterpret_cast<uintptr_t>(p);
+        if (huge) start = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+        data_ = reinterpret_cast<T*>(start);
+        if (huge) {
+          // Advice only: failure leaves 4 KiB pages, and an old kernel faults them in the fill.
+          madvise(data_, bytes, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+          madvise(data_, bytes, MADV_POPULATE_WRITE);
+#endif
+        }
       } else {
         map_bytes_ = 0;
       }
@@ -73,6 +83,7 @@ class BigArray {
  private:
   static constexpr size_t kHugePage = size_t{2} << 20;
   static constexpr size_t kHugeThreshold = size_t{4} << 20;
+  static constexpr size_t kMapThreshold = size_t{64} << 10;
 
   void Swap(BigArray& o) noexcept {
     std::swap(data_, o.data_);
