@@ -41,6 +41,9 @@ class Fleet {
   absl::Status ReadNext(TraceReader& trace);
   absl::Status HandleArrivals(TraceReader& trace);
   absl::Status StartStep(int replica);
+  // Finishes `replica`'s step that ended at `now`, and runs its next steps (see fleet.cc).
+  absl::Status RunReplica(int replica, int64_t now);
+  bool Interrupted();
   void ReportProgress(bool force, bool done = false);
   ReplayResult Collect();
 
