@@ -66,6 +66,9 @@ struct ReplayOptions {
   // KvCacheOptions::fast_path: skip KV calls that cannot change anything (identical results;
   // false is the slow reference path, for tests and --no-fast-path).
   bool kv_fast_path = true;
+  // A replica's steps that end before the next arrival run back to back, outside the event
+  // queue (identical results, sim/fleet/fleet.cc; false queues every step, for tests).
+  bool replica_run_ahead = true;
   // Use Request::accepted_lengths when a request carries them, whatever the acceptance model.
   bool use_trace_accepted_lengths = true;
   // Called about every `progress_interval_requests` arrivals, every 1024 steps and once at the
@@ -77,7 +80,7 @@ struct ReplayOptions {
   double cost_active_params = 0;
   // Null, or a flag that a signal handler sets to the signal's number (SIGINT, SIGTERM): once it
   // is non-zero the replay stops before its next event and returns what it simulated so far,
-  // with ReplayResult::partial set. Read once per event (a relaxed load).
+  // with ReplayResult::partial set. Read once per event and step (a relaxed load).
   const std::atomic<int>* interrupt = nullptr;
   // For a process that exits right after Replay returns (the CLI's replay and compare): leave the
   // simulated state (request slots, block tables: ~10^5 small allocations) to the exit instead of

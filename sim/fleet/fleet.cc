@@ -146,7 +146,7 @@ absl::Status Fleet::RunReplica(int replica, int64_t now) {
     total_steps_ += 1;
     if ((total_steps_ & 1023) == 0) ReportProgress(true);
     now += dt;
-    if (now >= next_arrival || Interrupted()) {
+    if (now >= next_arrival || !options_.replica_run_ahead || Interrupted()) {
       events_.Push(now, Event{Event::kStepDone, replica});
       return absl::OkStatus();
     }

@@ -3,6 +3,9 @@
 // lookups (reference §9), invariants per replica, and --replicas auto.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -230,6 +233,76 @@ TEST(FleetTest, MirrorsEqualTheReplicasLookupsOnRandomHybridWorkloads) {
                     r.skipped_empty_prompt,
                 60);
       EXPECT_GT(r.evicted_blocks, 0);
+    }
+  }
+}
+
+// Fleet::RunReplica runs a replica's steps that end before the next arrival back to back. The
+// reports and every request's record must equal those of a fleet that queues every step, with
+// same-time step ends and arrivals (constant 1 ms steps, arrivals on a 0.5 ms grid), speculative
+// decoding (each replica's own acceptance draws), a small pool (evictions, preemptions) and
+// every router.
+// Every step takes exactly 1 ms, whatever its size (a table that is flat on both axes).
+std::string FlatOneMsStepTable() {
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_flat_1ms.csv";
+  std::ofstream out(path);
+  out << "num_tokens,context_tokens,time_us\n1,1,1000\n1,10000000,1000\n"
+         "1000000,1,1000\n1000000,10000000,1000\n";
+  return path;
+}
+
+TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
+  std::vector<Request> reqs;
+  std::mt19937_64 rng(11);
+  double arrival_ms = 0;
+  for (int i = 0; i < 80; ++i) {
+    const int prefix = static_cast<int>(rng() % 3);
+    reqs.push_back(Req(i, arrival_ms,
+                       Concat(Iota(8 * static_cast<int>(rng() % 10), 1000 * (prefix + 1)),
+                              Iota(1 + static_cast<int>(rng() % 20), 100000 + 100 * i)),
+                       1 + static_cast<int>(rng() % 40)));
+    // Arrivals a few steps apart, on the steps' half-millisecond grid, so that a busy replica's
+    // step often ends at an arrival (the arrival goes first); now and then a long gap.
+    arrival_ms += rng() % 6 == 0 ? 40.0 : 0.5 * static_cast<double>(1 + rng() % 8);
+  }
+  const std::string table = FlatOneMsStepTable();
+  for (const char* router : {"round_robin", "least_loaded", "kv_aware", "random"}) {
+    for (int replicas : {1, 3}) {
+      std::string reports[2];
+      std::vector<RequestRecord> records[2];
+      for (int ahead = 0; ahead < 2; ++ahead) {
+        EngineConfig e = SmallEngine(48);
+        e.cost_model.table_path = table;
+        e.max_num_seqs = 3;
+        e.speculative.enabled = true;
+        e.speculative.method = "eagle";
+        e.speculative.num_speculative_tokens = 2;
+        e.speculative.acceptance.model = "geometric";
+        e.speculative.acceptance.rates = {0.6};
+        e.fleet.replicas = replicas;
+        e.fleet.router = router;
+        VectorTrace trace(reqs);
+        ReplayOptions options;
+        options.seed = 5;
+        options.replica_run_ahead = ahead == 1;
+        auto result = Replay(HybridPlan(40), ModelSpec{}, e, trace, options);
+        ASSERT_TRUE(result.ok()) << result.status();
+        ReportOptions report;
+        report.include_wall_time = false;
+        reports[ahead] = ReplayResultToJson(*result, report).dump();
+        records[ahead] = result->per_request;
+        EXPECT_GT(result->evicted_blocks, 0);
+      }
+      SCOPED_TRACE(std::string(router) + ", " + std::to_string(replicas) + " replicas");
+      EXPECT_EQ(reports[0], reports[1]);
+      ASSERT_EQ(records[0].size(), records[1].size());
+      for (size_t i = 0; i < records[0].size(); ++i) {
+        EXPECT_EQ(records[0][i].replica, records[1][i].replica) << i;
+        EXPECT_EQ(records[0][i].hit_tokens, records[1][i].hit_tokens) << i;
+        EXPECT_EQ(records[0][i].first_token_ns, records[1][i].first_token_ns) << i;
+        EXPECT_EQ(records[0][i].finish_ns, records[1][i].finish_ns) << i;
+        EXPECT_EQ(records[0][i].preemptions, records[1][i].preemptions) << i;
+      }
     }
   }
 }
