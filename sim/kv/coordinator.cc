@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "prefixsim/status.h"
 
 namespace prefixsim {
@@ -54,6 +55,13 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
     }
   }
   num_groups_ = static_cast<int>(managers_.size());
+  for (int g = 0; g < num_groups_; ++g) {
+    if (!runs_.empty() && SameSpec(plan.groups[runs_.back().first], plan.groups[g])) {
+      ++runs_.back().count;
+    } else {
+      runs_.push_back(Run{g, 1});
+    }
+  }
   // Hybrid plans cache only up to the last S boundary (no rounding with partial hits); an eagle
   // group also publishes the one block past it that its drop needs (reference §10.2).
   for (const auto& m : managers_) {
@@ -173,8 +181,8 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
 }
 
 void KvCacheCoordinator::RemoveSkippedBlocks(GroupBlocks* groups, int64_t total) const {
-  for (int g = 0; g < num_groups(); ++g) {
-    if (!groups[g].blocks.empty()) managers_[g]->RemoveSkippedBlocks(&groups[g], total);
+  for (const Run& run : runs_) {
+    managers_[run.first]->RemoveSkippedBlocks(absl::MakeSpan(groups + run.first, run.count), total);
   }
 }
 
@@ -182,8 +190,10 @@ int64_t KvCacheCoordinator::NumBlocksToAllocate(const GroupBlocks* groups,
                                                 const std::vector<BlockId>* hit, int64_t need,
                                                 int64_t main, int64_t total) const {
   int64_t n = 0;
-  for (int g = 0; g < num_groups(); ++g) {
-    n += managers_[g]->NumBlocksToAllocate(groups[g], hit ? &hit[g] : nullptr, need, main, total);
+  for (const Run& run : runs_) {
+    n += managers_[run.first]->NumBlocksToAllocate(
+        absl::MakeConstSpan(groups + run.first, run.count), hit ? hit + run.first : nullptr,
+        need, main, total);
   }
   return n;
 }
@@ -191,8 +201,9 @@ int64_t KvCacheCoordinator::NumBlocksToAllocate(const GroupBlocks* groups,
 int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t need, int64_t main,
                                         int64_t total) const {
   int64_t n = 0;
-  for (int g = 0; g < num_groups(); ++g) {
-    n += managers_[g]->AllocateNew(&groups[g], need, main, total);
+  for (const Run& run : runs_) {
+    n += managers_[run.first]->AllocateNew(absl::MakeSpan(groups + run.first, run.count), need,
+                                           main, total);
   }
   return n;
 }
@@ -218,18 +229,24 @@ int64_t KvCacheCoordinator::UnpublishedAlignmentTokens(int64_t n) const {
 
 int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n,
                                         int64_t step_end) const {
-  // Every group's publishes first as loads, then the publishes: their misses overlap.
-  absl::InlinedVector<int64_t, 32> limits(num_groups());
+  // Every run's publishes first as loads, then the publishes: their misses overlap. A run shares
+  // its spec, so its limit too.
+  absl::InlinedVector<int64_t, 8> limits(runs_.size());
   const int64_t rounded = RoundedForCache(n);
-  for (int g = 0; g < num_groups(); ++g) {
-    limits[g] = LimitFor(g, n, rounded);
-    if (limits[g] > 0) managers_[g]->PrefetchPublishes(groups[g], fine, limits[g], step_end);
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    const Run& run = runs_[r];
+    limits[r] = LimitFor(run.first, n, rounded);
+    if (limits[r] > 0) {
+      managers_[run.first]->PrefetchPublishes(absl::MakeConstSpan(groups + run.first, run.count),
+                                              fine, limits[r], step_end);
+    }
   }
   int64_t cached = 0;
-  for (int g = 0; g < num_groups(); ++g) {
-    const int64_t limit = limits[g];
-    if (limit <= 0) continue;
-    cached += managers_[g]->CacheBlocks(&groups[g], fine, limit, step_end);
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    if (limits[r] <= 0) continue;
+    const Run& run = runs_[r];
+    cached += managers_[run.first]->CacheBlocks(absl::MakeSpan(groups + run.first, run.count),
+                                                fine, limits[r], step_end);
   }
   return cached;
 }

@@ -89,7 +89,16 @@ class KvCacheCoordinator {
     const SingleTypeManager* manager = nullptr;
   };
 
+  // Runs of consecutive groups with the same spec (so the same limit rule): the managers' work
+  // on a block table is done run by run (single_type_manager.h), the first group's manager
+  // doing it for the run.
+  struct Run {
+    int first = 0;
+    int count = 0;
+  };
+
   int num_groups_ = 0;  // managers_.size(), read in every per-group loop
+  std::vector<Run> runs_;
   std::vector<LimitRule> limit_rules_;  // per group
   BlockPool* pool_;
   std::vector<std::unique_ptr<SingleTypeManager>> managers_;

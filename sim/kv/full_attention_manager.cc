@@ -59,11 +59,20 @@ int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPa
   return hit;
 }
 
-int64_t FullAttentionManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
-                                          int64_t step_end) const {
+int64_t FullAttentionManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine,
+                                          int64_t limit, int64_t step_end) const {
   if (!params_.partial_hits || ratio_ <= 1) {
-    return SingleTypeManager::CacheBlocks(g, fine, limit, step_end);
+    return SingleTypeManager::CacheBlocks(run, fine, limit, step_end);
   }
+  int64_t n = 0;
+  for (size_t k = 0; k < run.size(); ++k) {
+    n += CachePartial(&run[k], group_id_ + static_cast<int>(k), fine, limit);
+  }
+  return n;
+}
+
+int64_t FullAttentionManager::CachePartial(GroupBlocks* g, int group, const HashPair* fine,
+                                           int64_t limit) const {
   const int64_t size = static_cast<int64_t>(g->blocks.size());
   const int64_t num_full = std::min<int64_t>(limit / block_size_, size);
   int64_t n = 0;
@@ -75,7 +84,7 @@ int64_t FullAttentionManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, 
       if (pool_->cached_hash(b) == h) continue;
       pool_->Uncache(b);  // a partial entry that is now full: re-key it
     }
-    if (pool_->Cache(b, group_id_, h)) ++n;
+    if (pool_->Cache(b, group, h)) ++n;
   }
   g->num_cached = std::max(g->num_cached, num_full);
   // [inferred] The tail block is registered under its last H boundary at every caching call
@@ -88,7 +97,7 @@ int64_t FullAttentionManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, 
         if (pool_->cached_hash(b) == fine[f]) return n;
         pool_->Uncache(b);
       }
-      if (pool_->Cache(b, group_id_, fine[f])) ++n;
+      if (pool_->Cache(b, group, fine[f])) ++n;
     }
   }
   return n;

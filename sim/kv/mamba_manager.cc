@@ -54,90 +54,112 @@ int64_t MambaManager::FindLongestHit(const HitIndex& index, const HashPair* fine
   return 0;
 }
 
-void MambaManager::RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const {
+void MambaManager::RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const {
   // Keep the block that holds the state at num_computed; free the older ones, last first.
-  const int64_t keep = std::min<int64_t>(CeilDiv(num_computed, block_size_) - 1,
-                                         static_cast<int64_t>(g->blocks.size()));
-  for (int64_t i = keep - 1; i >= 0; --i) {
-    const BlockId b = g->blocks[i];
-    if (b == kNullBlock) break;
-    g->blocks[i] = kNullBlock;
-    pool_->Free(b);
+  const int64_t keep_index = CeilDiv(num_computed, block_size_) - 1;
+  for (GroupBlocks& g : run) {
+    const int64_t keep = std::min<int64_t>(keep_index, g.blocks.size());
+    for (int64_t i = keep - 1; i >= 0; --i) {
+      const BlockId b = g.blocks[i];
+      if (b == kNullBlock) break;
+      g.blocks[i] = kNullBlock;
+      pool_->Free(b);
+    }
   }
 }
 
-int64_t MambaManager::NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit,
-                                          int64_t /*need*/, int64_t main, int64_t total) const {
+int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
+                                          const std::vector<BlockId>* hits, int64_t /*need*/,
+                                          int64_t main, int64_t total) const {
   // Lookahead tokens are ignored in align mode (reference §10.1).
   const int64_t r = CeilDiv(main, block_size_) - 1;
-  const int64_t held =
-      static_cast<int64_t>(g.blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
-  int64_t n = r >= held ? 1 : 0;
-  if (r >= 0 && r == held - 1 && main > total) {
-    const BlockId last = (hit && !hit->empty()) ? hit->back() : g.blocks.back();
-    if (last != kNullBlock && pool_->is_cached(last)) n = 1;  // never write a cached state
-  }
-  if (hit != nullptr) {
-    for (BlockId b : *hit) {
-      if (b != kNullBlock && pool_->ref(b) == 0) ++n;
+  int64_t n = 0;
+  for (size_t k = 0; k < run.size(); ++k) {
+    const GroupBlocks& g = run[k];
+    const std::vector<BlockId>* hit = hits != nullptr ? &hits[k] : nullptr;
+    const int64_t held =
+        static_cast<int64_t>(g.blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
+    int64_t need_state = r >= held ? 1 : 0;
+    if (r >= 0 && r == held - 1 && main > total) {
+      const BlockId last = (hit && !hit->empty()) ? hit->back() : g.blocks.back();
+      if (last != kNullBlock && pool_->is_cached(last)) need_state = 1;  // never write a cached state
+    }
+    n += need_state;
+    if (hit != nullptr) {
+      for (BlockId b : *hit) {
+        if (b != kNullBlock && pool_->ref(b) == 0) ++n;
+      }
     }
   }
   return n;
 }
 
-int64_t MambaManager::AllocateNew(GroupBlocks* g, int64_t /*need*/, int64_t main,
+int64_t MambaManager::AllocateNew(absl::Span<GroupBlocks> run, int64_t /*need*/, int64_t main,
                                   int64_t total) const {
   const int64_t r = CeilDiv(main, block_size_) - 1;
-  const int64_t size = static_cast<int64_t>(g->blocks.size());
-  if (r >= 0 && r == size - 1 && main > total) {
-    const BlockId old = g->blocks[r];
-    if (old != kNullBlock && pool_->is_cached(old)) {
-      // The state continues from a cached state: write it into a fresh block.
-      g->blocks[r] = pool_->Allocate();
-      pool_->Free(old);
-      return 1;
+  int64_t n = 0;
+  for (GroupBlocks& g : run) {
+    const int64_t size = static_cast<int64_t>(g.blocks.size());
+    if (r >= 0 && r == size - 1 && main > total) {
+      const BlockId old = g.blocks[r];
+      if (old != kNullBlock && pool_->is_cached(old)) {
+        // The state continues from a cached state: write it into a fresh block.
+        g.blocks[r] = pool_->Allocate();
+        pool_->Free(old);
+        ++n;
+        continue;
+      }
     }
+    if (r < size) continue;
+    g.blocks.resize(r, kNullBlock);
+    g.blocks.push_back(pool_->Allocate());
+    ++n;
   }
-  if (r < size) return 0;
-  g->blocks.resize(r, kNullBlock);
-  g->blocks.push_back(pool_->Allocate());
-  return 1;
+  return n;
 }
 
-// The state CacheBlocks(g, fine, limit, step_end) publishes: the block holding the state at
-// step_end and its hash, or null when there is none to publish.
-const HashPair* MambaManager::StateToPublish(const GroupBlocks& g, const HashPair* fine,
-                                             int64_t limit, int64_t step_end,
-                                             BlockId* block) const {
+const HashPair* MambaManager::StateToPublish(const HashPair* fine, int64_t limit, int64_t step_end,
+                                             int64_t* index) const {
   const int64_t unit = params_.partial_hits ? params_.hash_block_size : block_size_;
   if (step_end <= 0 || step_end % unit != 0 || step_end > limit ||
       step_end % params_.hit_alignment != 0) {
     return nullptr;
   }
-  const int64_t i = CeilDiv(step_end, block_size_) - 1;
-  if (i >= static_cast<int64_t>(g.blocks.size())) return nullptr;
-  *block = g.blocks[i];
-  if (*block == kNullBlock) return nullptr;
-  return step_end % block_size_ == 0 ? &BlockHash(fine, i)
+  *index = CeilDiv(step_end, block_size_) - 1;
+  return step_end % block_size_ == 0 ? &BlockHash(fine, *index)
                                      : &fine[step_end / params_.hash_block_size - 1];
 }
 
-void MambaManager::PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
-                                     int64_t step_end) const {
-  BlockId b;
-  if (const HashPair* h = StateToPublish(g, fine, limit, step_end, &b)) {
-    pool_->PrefetchPublish(b, group_id_, *h);
+void MambaManager::PrefetchPublishes(absl::Span<const GroupBlocks> run, const HashPair* fine,
+                                     int64_t limit, int64_t step_end) const {
+  int64_t i;
+  const HashPair* h = StateToPublish(fine, limit, step_end, &i);
+  if (h == nullptr) return;
+  for (size_t k = 0; k < run.size(); ++k) {
+    const GroupBlocks& g = run[k];
+    if (i < static_cast<int64_t>(g.blocks.size()) && g.blocks[i] != kNullBlock) {
+      pool_->PrefetchPublish(g.blocks[i], group_id_ + static_cast<int>(k), *h);
+    }
   }
 }
 
-int64_t MambaManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+int64_t MambaManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
                                   int64_t step_end) const {
+  int64_t i = 0;
+  const HashPair* h = StateToPublish(fine, limit, step_end, &i);
+  const int64_t limit_blocks = limit / block_size_;
   int64_t n = 0;
-  BlockId b;
-  if (const HashPair* h = StateToPublish(*g, fine, limit, step_end, &b)) {
-    if (!pool_->is_cached(b) && pool_->Cache(b, group_id_, *h)) ++n;
+  for (size_t k = 0; k < run.size(); ++k) {
+    GroupBlocks& g = run[k];
+    if (h != nullptr && i < static_cast<int64_t>(g.blocks.size())) {
+      const BlockId b = g.blocks[i];
+      if (b != kNullBlock && !pool_->is_cached(b) &&
+          pool_->Cache(b, group_id_ + static_cast<int>(k), *h)) {
+        ++n;
+      }
+    }
+    g.num_cached = std::max(g.num_cached, limit_blocks);
   }
-  g->num_cached = std::max(g->num_cached, limit / block_size_);
   return n;
 }
 

@@ -17,27 +17,34 @@ SingleTypeManager::SingleTypeManager(const KvGroup& spec, int group_id, BlockPoo
   ratio_ = block_size_ % p.hash_block_size == 0 ? block_size_ / p.hash_block_size : 0;
 }
 
-void SingleTypeManager::RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const {
-  const int64_t skipped =
-      std::min<int64_t>(NumSkippedTokens(num_computed) / block_size_, g->blocks.size());
-  // Backward, stopping at the first null: everything before it was removed earlier (§10.3).
-  for (int64_t i = skipped - 1; i >= 0; --i) {
-    const BlockId b = g->blocks[i];
-    if (b == kNullBlock) break;
-    g->blocks[i] = kNullBlock;
-    pool_->Free(b);  // keeps its hash: the block stays hittable until evicted
+void SingleTypeManager::RemoveSkippedBlocks(absl::Span<GroupBlocks> run,
+                                            int64_t num_computed) const {
+  const int64_t skipped_blocks = NumSkippedTokens(num_computed) / block_size_;
+  if (skipped_blocks <= 0) return;
+  for (GroupBlocks& g : run) {
+    const int64_t skipped = std::min<int64_t>(skipped_blocks, g.blocks.size());
+    // Backward, stopping at the first null: everything before it was removed earlier (§10.3).
+    for (int64_t i = skipped - 1; i >= 0; --i) {
+      const BlockId b = g.blocks[i];
+      if (b == kNullBlock) break;
+      g.blocks[i] = kNullBlock;
+      pool_->Free(b);  // keeps its hash: the block stays hittable until evicted
+    }
   }
 }
 
-int64_t SingleTypeManager::NumBlocksToAllocate(const GroupBlocks& g,
-                                               const std::vector<BlockId>* hit, int64_t need,
+int64_t SingleTypeManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
+                                               const std::vector<BlockId>* hits, int64_t need,
                                                int64_t /*main*/, int64_t total) const {
   const int64_t required = CeilDiv(need, block_size_);
   const int64_t skipped = NumSkippedTokens(total) / block_size_;
-  const int64_t held =
-      static_cast<int64_t>(g.blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
-  int64_t n = std::max<int64_t>(required - std::max(skipped, held), 0);
-  if (hit != nullptr) {
+  int64_t n = 0;
+  for (size_t k = 0; k < run.size(); ++k) {
+    const std::vector<BlockId>* hit = hits != nullptr ? &hits[k] : nullptr;
+    const int64_t held = static_cast<int64_t>(run[k].blocks.size()) +
+                         (hit ? static_cast<int64_t>(hit->size()) : 0);
+    n += std::max<int64_t>(required - std::max(skipped, held), 0);
+    if (hit == nullptr) continue;
     const bool cow = NeedsCopyOnWrite(*hit, total);
     for (size_t i = 0; i < hit->size(); ++i) {
       const BlockId b = (*hit)[i];
@@ -51,42 +58,52 @@ int64_t SingleTypeManager::NumBlocksToAllocate(const GroupBlocks& g,
   return n;
 }
 
-int64_t SingleTypeManager::AllocateNew(GroupBlocks* g, int64_t need, int64_t /*main*/,
-                                       int64_t total) const {
+int64_t SingleTypeManager::AllocateNew(absl::Span<GroupBlocks> run, int64_t need,
+                                       int64_t /*main*/, int64_t total) const {
   const int64_t required = CeilDiv(need, block_size_);
   const int64_t skipped = NumSkippedTokens(total) / block_size_;
-  // [inferred] Positions the window has already passed get the null block, not a new one.
-  if (static_cast<int64_t>(g->blocks.size()) < skipped) {
-    g->blocks.resize(std::min(skipped, required), kNullBlock);
-  }
   int64_t n = 0;
-  while (static_cast<int64_t>(g->blocks.size()) < required) {
-    g->blocks.push_back(pool_->Allocate());
-    ++n;
+  for (GroupBlocks& g : run) {
+    // [inferred] Positions the window has already passed get the null block, not a new one.
+    if (static_cast<int64_t>(g.blocks.size()) < skipped) {
+      g.blocks.resize(std::min(skipped, required), kNullBlock);
+    }
+    while (static_cast<int64_t>(g.blocks.size()) < required) {
+      g.blocks.push_back(pool_->Allocate());
+      ++n;
+    }
   }
   return n;
 }
 
-int64_t SingleTypeManager::CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
-                                       int64_t /*step_end*/) const {
-  const int64_t num_full =
-      std::min<int64_t>(limit / block_size_, static_cast<int64_t>(g->blocks.size()));
+int64_t SingleTypeManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine,
+                                       int64_t limit, int64_t /*step_end*/) const {
+  const int64_t limit_blocks = limit / block_size_;
   int64_t n = 0;
-  for (int64_t i = g->num_cached; i < num_full; ++i) {
-    const BlockId b = g->blocks[i];
-    if (b == kNullBlock || pool_->is_cached(b) || !Reachable(i)) continue;
-    if (pool_->Cache(b, group_id_, BlockHash(fine, i))) ++n;
+  for (size_t k = 0; k < run.size(); ++k) {
+    GroupBlocks& g = run[k];
+    const int group = group_id_ + static_cast<int>(k);
+    const int64_t num_full = std::min<int64_t>(limit_blocks, g.blocks.size());
+    for (int64_t i = g.num_cached; i < num_full; ++i) {
+      const BlockId b = g.blocks[i];
+      if (b == kNullBlock || pool_->is_cached(b) || !Reachable(i)) continue;
+      if (pool_->Cache(b, group, BlockHash(fine, i))) ++n;
+    }
+    g.num_cached = std::max(g.num_cached, num_full);
   }
-  g->num_cached = std::max(g->num_cached, num_full);
   return n;
 }
 
-void SingleTypeManager::PrefetchPublishes(const GroupBlocks& g, const HashPair* fine,
+void SingleTypeManager::PrefetchPublishes(absl::Span<const GroupBlocks> run, const HashPair* fine,
                                           int64_t limit, int64_t /*step_end*/) const {
-  const int64_t num_full =
-      std::min<int64_t>(limit / block_size_, static_cast<int64_t>(g.blocks.size()));
-  for (int64_t i = g.num_cached; i < num_full; ++i) {
-    if (g.blocks[i] != kNullBlock) pool_->PrefetchPublish(g.blocks[i], group_id_, BlockHash(fine, i));
+  const int64_t limit_blocks = limit / block_size_;
+  for (size_t k = 0; k < run.size(); ++k) {
+    const GroupBlocks& g = run[k];
+    const int group = group_id_ + static_cast<int>(k);
+    const int64_t num_full = std::min<int64_t>(limit_blocks, g.blocks.size());
+    for (int64_t i = g.num_cached; i < num_full; ++i) {
+      if (g.blocks[i] != kNullBlock) pool_->PrefetchPublish(g.blocks[i], group, BlockHash(fine, i));
+    }
   }
 }
 

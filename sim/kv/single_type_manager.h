@@ -65,23 +65,33 @@ class SingleTypeManager {
 
   // Tokens before `num_computed` this group no longer needs (reference §10.3).
   virtual int64_t NumSkippedTokens(int64_t /*num_computed*/) const { return 0; }
+
+  // The methods below work on a run: the groups with this manager's spec whose ids follow one
+  // another from group_id(); run[k] is the block table of group group_id() + k (a run of one
+  // is a single group). The pool operations go group by group in id order, as one call per
+  // group would make them (vLLM's managers run one after another); what depends only on the
+  // token counts is worked out once per run.
+
   // Replaces blocks no longer needed by the null block and frees them, last first.
-  virtual void RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const;
-  // Blocks this group must take from the free queue (reference §10.1): new blocks plus hit
-  // blocks that are currently free (touching them removes them from the queue).
-  virtual int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit,
-                                      int64_t need, int64_t main, int64_t total) const;
-  // Appends new blocks so the group covers `need` tokens. Returns how many were allocated.
-  virtual int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const;
+  virtual void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const;
+  // Blocks these groups must take from the free queue (reference §10.1): new blocks plus hit
+  // blocks that are currently free (touching them removes them from the queue). `hits` is null
+  // or the run's hit lists (hits[k] for run[k]).
+  virtual int64_t NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
+                                      const std::vector<BlockId>* hits, int64_t need, int64_t main,
+                                      int64_t total) const;
+  // Appends new blocks so each group covers `need` tokens. Returns how many were allocated.
+  virtual int64_t AllocateNew(absl::Span<GroupBlocks> run, int64_t need, int64_t main,
+                              int64_t total) const;
   // Publishes full blocks [num_cached, limit / B) (null and masked-out blocks skipped).
   // `step_end` is where this step's computation ends (mamba caches the state there).
   // Returns how many blocks were published. step_end < 0: unknown.
-  virtual int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+  virtual int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
                               int64_t step_end) const;
-  // Hints the pool about the blocks CacheBlocks(g, fine, limit, step_end) will publish (a
+  // Hints the pool about the blocks CacheBlocks(run, fine, limit, step_end) will publish (a
   // prefetch only: an inexact guess costs nothing but the loads).
-  virtual void PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
-                                 int64_t step_end) const;
+  virtual void PrefetchPublishes(absl::Span<const GroupBlocks> run, const HashPair* fine,
+                                 int64_t limit, int64_t step_end) const;
 
   // Whether the last block of a hit of `hit_tokens` must be copied rather than shared, because
   // the request will write into it (partial hits only: copy-on-write, reference §8.2).
@@ -118,8 +128,11 @@ class FullAttentionManager : public SingleTypeManager {
                          int64_t max_len, int64_t alignment, bool drop_eagle,
                          absl::Span<const int> gids, std::vector<BlockId>* out) const override;
   // With partial hits, also registers the tail block under the hash of its last H boundary.
-  int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+  int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
+
+ private:
+  int64_t CachePartial(GroupBlocks* g, int group, const HashPair* fine, int64_t limit) const;
 };
 
 // Sliding window: right to left, cdiv(W-1, B) contiguous blocks (reference §9.2, §10.2, §10.3).
@@ -155,19 +168,22 @@ class MambaManager : public SingleTypeManager {
   int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                          int64_t max_len, int64_t alignment, bool drop_eagle,
                          absl::Span<const int> gids, std::vector<BlockId>* out) const override;
-  void RemoveSkippedBlocks(GroupBlocks* g, int64_t num_computed) const override;
-  int64_t NumBlocksToAllocate(const GroupBlocks& g, const std::vector<BlockId>* hit, int64_t need,
-                              int64_t main, int64_t total) const override;
-  int64_t AllocateNew(GroupBlocks* g, int64_t need, int64_t main, int64_t total) const override;
-  void PrefetchPublishes(const GroupBlocks& g, const HashPair* fine, int64_t limit,
+  void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const override;
+  int64_t NumBlocksToAllocate(absl::Span<const GroupBlocks> run, const std::vector<BlockId>* hits,
+                              int64_t need, int64_t main, int64_t total) const override;
+  int64_t AllocateNew(absl::Span<GroupBlocks> run, int64_t need, int64_t main,
+                      int64_t total) const override;
+  void PrefetchPublishes(absl::Span<const GroupBlocks> run, const HashPair* fine, int64_t limit,
                          int64_t step_end) const override;
-  int64_t CacheBlocks(GroupBlocks* g, const HashPair* fine, int64_t limit,
+  int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
   bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
 
  private:
-  const HashPair* StateToPublish(const GroupBlocks& g, const HashPair* fine, int64_t limit,
-                                 int64_t step_end, BlockId* block) const;
+  // The state CacheBlocks(run, fine, limit, step_end) publishes, the same for every group of the
+  // run: its block index (the block holding the state at step_end) and hash; null: none.
+  const HashPair* StateToPublish(const HashPair* fine, int64_t limit, int64_t step_end,
+                                 int64_t* index) const;
 };
 
 std::unique_ptr<SingleTypeManager> MakeManager(const KvGroup& spec, int group_id, BlockPool* pool,
