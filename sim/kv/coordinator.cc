@@ -254,23 +254,31 @@ int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fin
 void KvCacheCoordinator::FreeAll(GroupBlocks* groups) const {
   // Group by group, each tail first (vLLM frees manager by manager). The blocks were allocated
   // long ago, so their records are cold, and a group holds few of them: the loads run a fixed
-  // distance ahead in that same order, across groups.
+  // distance ahead in that same order, across groups. Null entries (a mamba table is mostly
+  // null: only its last states are real) are passed over, by the loads too.
   constexpr int kAhead = 16;
   int ahead_group = 0;
   size_t ahead_index = 0;  // counted from the group's tail
   auto prefetch_next = [&] {
-    while (ahead_group < num_groups_ && ahead_index >= groups[ahead_group].blocks.size()) {
-      ++ahead_group;
-      ahead_index = 0;
+    while (ahead_group < num_groups_) {
+      const std::vector<BlockId>& blocks = groups[ahead_group].blocks;
+      if (ahead_index >= blocks.size()) {
+        ++ahead_group;
+        ahead_index = 0;
+        continue;
+      }
+      const BlockId b = blocks[blocks.size() - 1 - ahead_index++];
+      if (b != kNullBlock) {
+        pool_->PrefetchFree(b);
+        return;
+      }
     }
-    if (ahead_group == num_groups_) return;
-    const std::vector<BlockId>& blocks = groups[ahead_group].blocks;
-    pool_->PrefetchFree(blocks[blocks.size() - 1 - ahead_index++]);
   };
   for (int i = 0; i < kAhead; ++i) prefetch_next();
   for (int g = 0; g < num_groups_; ++g) {
     std::vector<BlockId>& blocks = groups[g].blocks;
     for (size_t i = blocks.size(); i-- > 0;) {
+      if (blocks[i] == kNullBlock) continue;
       prefetch_next();
       pool_->Free(blocks[i]);
     }
