@@ -280,10 +280,16 @@ int64_t Simulator::requests_done() const {
 }
 
 int64_t Simulator::OutstandingTokens() const {
-  int64_t tokens = 0;
-  for (const SimRequest* r : scheduler_->waiting()) tokens += r->num_tokens - r->num_computed;
+  // The waiting queue's share is kept by the scheduler (O(1)); the running requests, at most
+  // max_num_seqs, are summed here.
+  int64_t tokens = scheduler_->waiting_tokens();
   for (const SimRequest* r : scheduler_->running()) {
     tokens += r->num_computed < r->num_tokens ? r->num_tokens - r->num_computed : r->num_tokens;
+  }
+  if (options_.check_invariants) {
+    int64_t waiting = 0;
+    for (const SimRequest* r : scheduler_->waiting()) waiting += r->num_tokens - r->num_computed;
+    PREFIXSIM_CHECK(waiting == scheduler_->waiting_tokens());
   }
   return tokens;
 }

@@ -64,6 +64,7 @@ void Scheduler::Preempt(SimRequest* req) {
   req->num_preemptions += 1;
   counters_.preemptions += 1;
   waiting_.push_front(req);
+  waiting_tokens_ += req->num_tokens;
 }
 
 void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
@@ -146,6 +147,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       break;
     }
     waiting_.pop_front();
+    waiting_tokens_ -= req->num_tokens;
     running_.push_back(req);
     // Statistics only for admitted requests (newest vLLM, reference §11/§12).
     if (config_.enable_prefix_caching) {
@@ -180,6 +182,7 @@ SimRequest* Scheduler::PopWaitingFront() {
   PREFIXSIM_CHECK(!waiting_.empty());
   SimRequest* req = waiting_.front();
   waiting_.pop_front();
+  waiting_tokens_ -= req->num_tokens;
   return req;
 }
 

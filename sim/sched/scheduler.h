@@ -103,7 +103,10 @@ class Scheduler {
 
   // A new arrival: appended to the waiting queue. The scheduler registers it with the KV
   // manager when it first tries to admit it.
-  void AddWaiting(SimRequest* req) { waiting_.push_back(req); }
+  void AddWaiting(SimRequest* req) {
+    waiting_.push_back(req);
+    waiting_tokens_ += req->num_tokens;
+  }
 
   // Builds the next batch into *batch (cleared first).
   void Schedule(std::vector<ScheduledSeq>* batch);
@@ -115,6 +118,7 @@ class Scheduler {
   void Clear() {
     running_.clear();
     waiting_.clear();
+    waiting_tokens_ = 0;
   }
 
   // Removes the front waiting request (it can never be scheduled) and returns it.
@@ -125,6 +129,10 @@ class Scheduler {
   size_t num_waiting() const { return waiting_.size(); }
   const std::vector<SimRequest*>& running() const { return running_; }
   const std::deque<SimRequest*>& waiting() const { return waiting_; }
+  // The tokens of the waiting requests, kept as they come and go (a router asks at every
+  // arrival; the queue can be long). None of them is computed: a request enters the queue with
+  // num_computed 0 and a preempted one is reset to 0, and a waiting request does not grow.
+  int64_t waiting_tokens() const { return waiting_tokens_; }
   const SchedulerCounters& counters() const { return counters_; }
   double recent_hit_rate() const { return window_.hit_rate(); }
   int64_t window_queries() const { return window_.queries(); }
@@ -139,6 +147,7 @@ class Scheduler {
   KvCacheManager* kv_;
   std::vector<SimRequest*> running_;
   std::deque<SimRequest*> waiting_;
+  int64_t waiting_tokens_ = 0;  // sum of num_tokens over waiting_
   SchedulerCounters counters_;
   HitRateWindow window_;
   AdmissionStop last_stop_ = AdmissionStop::kNone;
