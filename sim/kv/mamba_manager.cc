@@ -54,20 +54,6 @@ int64_t MambaManager::FindLongestHit(const HitIndex& index, const HashPair* fine
   return 0;
 }
 
-void MambaManager::RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const {
-  // Keep the block that holds the state at num_computed; free the older ones, last first.
-  const int64_t keep_index = CeilDiv(num_computed, block_size_) - 1;
-  for (GroupBlocks& g : run) {
-    const int64_t keep = std::min<int64_t>(keep_index, g.blocks.size());
-    for (int64_t i = keep - 1; i >= 0; --i) {
-      const BlockId b = g.blocks[i];
-      if (b == kNullBlock) break;
-      g.blocks[i] = kNullBlock;
-      pool_->Free(b);
-    }
-  }
-}
-
 int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
                                           const std::vector<BlockId>* hits, int64_t /*need*/,
                                           int64_t main, int64_t total) const {

@@ -19,7 +19,7 @@ SingleTypeManager::SingleTypeManager(const KvGroup& spec, int group_id, BlockPoo
 
 void SingleTypeManager::RemoveSkippedBlocks(absl::Span<GroupBlocks> run,
                                             int64_t num_computed) const {
-  const int64_t skipped_blocks = NumSkippedTokens(num_computed) / block_size_;
+  const int64_t skipped_blocks = NumSkippedBlocks(num_computed);
   if (skipped_blocks <= 0) return;
   for (GroupBlocks& g : run) {
     const int64_t skipped = std::min<int64_t>(skipped_blocks, g.blocks.size());
@@ -28,7 +28,7 @@ void SingleTypeManager::RemoveSkippedBlocks(absl::Span<GroupBlocks> run,
       const BlockId b = g.blocks[i];
       if (b == kNullBlock) break;
       g.blocks[i] = kNullBlock;
-      pool_->Free(b);  // keeps its hash: the block stays hittable until evicted
+      pool_->Free(b);  // keeps its hash: the block (a state too) stays hittable until evicted
     }
   }
 }

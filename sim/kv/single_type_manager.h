@@ -65,6 +65,10 @@ class SingleTypeManager {
 
   // Tokens before `num_computed` this group no longer needs (reference §10.3).
   virtual int64_t NumSkippedTokens(int64_t /*num_computed*/) const { return 0; }
+  // Blocks at the front of the table it no longer needs then (RemoveSkippedBlocks frees them).
+  virtual int64_t NumSkippedBlocks(int64_t num_computed) const {
+    return NumSkippedTokens(num_computed) / block_size_;
+  }
 
   // The methods below work on a run: the groups with this manager's spec whose ids follow one
   // another from group_id(); run[k] is the block table of group group_id() + k (a run of one
@@ -72,8 +76,9 @@ class SingleTypeManager {
   // group would make them (vLLM's managers run one after another); what depends only on the
   // token counts is worked out once per run.
 
-  // Replaces blocks no longer needed by the null block and frees them, last first.
-  virtual void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const;
+  // Replaces the blocks no longer needed (NumSkippedBlocks) by the null block and frees them,
+  // last first.
+  void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const;
   // Blocks these groups must take from the free queue (reference §10.1): new blocks plus hit
   // blocks that are currently free (touching them removes them from the queue). `hits` is null
   // or the run's hit lists (hits[k] for run[k]).
@@ -168,7 +173,10 @@ class MambaManager : public SingleTypeManager {
   int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                          int64_t max_len, int64_t alignment, bool drop_eagle,
                          absl::Span<const int> gids, std::vector<BlockId>* out) const override;
-  void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const override;
+  // Every block before the one holding the state at num_computed.
+  int64_t NumSkippedBlocks(int64_t num_computed) const override {
+    return CeilDiv(num_computed, block_size_) - 1;
+  }
   int64_t NumBlocksToAllocate(absl::Span<const GroupBlocks> run, const std::vector<BlockId>* hits,
                               int64_t need, int64_t main, int64_t total) const override;
   int64_t AllocateNew(absl::Span<GroupBlocks> run, int64_t need, int64_t main,
