@@ -23,7 +23,7 @@ bool IsFullAttentionKind(LayerKind k) {
 }  // namespace
 
 KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
-                                       int64_t extra_retained_tokens)
+                                       int64_t extra_retained_tokens, bool group_runs)
     : pool_(pool) {
   PREFIXSIM_CHECK(!plan.groups.empty());
   if (plan.groups.size() == 1) {
@@ -56,7 +56,8 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   }
   num_groups_ = static_cast<int>(managers_.size());
   for (int g = 0; g < num_groups_; ++g) {
-    if (!runs_.empty() && SameSpec(plan.groups[runs_.back().first], plan.groups[g])) {
+    if (group_runs && !runs_.empty() &&
+        SameSpec(plan.groups[runs_.back().first], plan.groups[g])) {
       ++runs_.back().count;
     } else {
       runs_.push_back(Run{g, 1});

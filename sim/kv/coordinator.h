@@ -20,7 +20,11 @@ class KvCacheCoordinator {
  public:
   // With plan.enable_prefix_caching, the plan's S, H, A must be consistent (S % H == 0,
   // A % H == 0); without it they are not used (S is used for all three).
-  KvCacheCoordinator(const KvPlan& plan, BlockPool* pool, int64_t extra_retained_tokens);
+  // `group_runs`: consecutive groups with the same spec are handled as one run (one manager
+  // call per run, the same pool operations in the same order); false makes every group its own
+  // run (one call per group), which tests compare against.
+  KvCacheCoordinator(const KvPlan& plan, BlockPool* pool, int64_t extra_retained_tokens,
+                     bool group_runs = true);
 
   // Whether every prefix-cacheable group's block size is a multiple of H, so that lookups and
   // caching are possible. The first group that is not, or -1.

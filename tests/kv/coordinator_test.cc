@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "sim/kv/block_hasher.h"
@@ -139,6 +140,118 @@ TEST_F(CoordinatorTest, MambaLastAlignedState) {
   EXPECT_EQ(Find(39), 16);
   EXPECT_EQ(out_[1], (std::vector<BlockId>{0, Id(1, 1)}));
   EXPECT_EQ(out_[0].size(), 1u);
+}
+
+
+// The managers' run methods (single_type_manager.h) against one call per group: two pools, one
+// coordinator handling runs of identical groups and one handling every group alone, the same
+// random requests (allocation in chunks, publishes at step ends, out-of-window and old-state
+// frees, whole-request frees under pressure). Block tables, the free queue order and the
+// cached entries must stay equal after every operation.
+TEST(CoordinatorRunsTest, RunsOfIdenticalGroupsMatchOneCallPerGroup) {
+  const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kFullAttention, 8),
+                            Group(LayerKind::kMamba, 8), Group(LayerKind::kMamba, 8),
+                            Group(LayerKind::kMamba, 8), Group(LayerKind::kSlidingWindow, 8, 12),
+                            Group(LayerKind::kSlidingWindow, 8, 12), Group(LayerKind::kFullAttention, 8)},
+                           /*num_blocks=*/160, /*s=*/8, /*h=*/8, /*a=*/8);
+  struct Side {
+    std::unique_ptr<BlockPool> pool;
+    std::unique_ptr<KvCacheCoordinator> coord;
+    std::vector<std::vector<GroupBlocks>> tables;  // per live request
+  };
+  Side sides[2];
+  for (int i = 0; i < 2; ++i) {
+    sides[i].pool = std::make_unique<BlockPool>(plan.num_blocks);
+    sides[i].coord = std::make_unique<KvCacheCoordinator>(plan, sides[i].pool.get(), 0,
+                                                          /*group_runs=*/i == 0);
+  }
+  const int num_groups = static_cast<int>(plan.groups.size());
+  std::mt19937_64 rng(3);
+  struct Live {
+    std::vector<HashPair> hashes;
+    int64_t total = 0, length = 0;
+  };
+  std::vector<Live> live;
+  auto expect_same = [&](const char* what) {
+    ASSERT_EQ(sides[0].pool->FreeQueue(), sides[1].pool->FreeQueue()) << what;
+    ASSERT_EQ(sides[0].pool->num_cached_entries(), sides[1].pool->num_cached_entries()) << what;
+    for (BlockId b = 1; b < plan.num_blocks; ++b) {
+      const BlockPool& p0 = *sides[0].pool;
+      const BlockPool& p1 = *sides[1].pool;
+      ASSERT_EQ(p0.ref(b), p1.ref(b)) << what << " block " << b;
+      ASSERT_EQ(p0.cached_group(b), p1.cached_group(b)) << what << " block " << b;
+      if (p0.is_cached(b)) ASSERT_TRUE(p0.cached_hash(b) == p1.cached_hash(b)) << what;
+    }
+    for (size_t r = 0; r < live.size(); ++r) {
+      for (int g = 0; g < num_groups; ++g) {
+        ASSERT_EQ(sides[0].tables[r][g].blocks, sides[1].tables[r][g].blocks) << what << " " << g;
+        ASSERT_EQ(sides[0].tables[r][g].num_cached, sides[1].tables[r][g].num_cached) << what;
+      }
+    }
+  };
+  auto free_request = [&](size_t r) {
+    for (Side& side : sides) {
+      side.coord->FreeAll(side.tables[r].data());
+      side.tables.erase(side.tables.begin() + static_cast<long>(r));
+    }
+    live.erase(live.begin() + static_cast<long>(r));
+  };
+  int64_t published = 0;
+  for (int op = 0; op < 3000; ++op) {
+    if (live.empty() || (live.size() < 6 && rng() % 3 == 0)) {
+      // A new request; a third of them share a prefix family, so publishes meet cached keys.
+      const int family = static_cast<int>(rng() % 4);
+      const int length = 8 + static_cast<int>(rng() % 80);
+      Request req = Literal(static_cast<uint64_t>(op),
+                            testing_kv::Concat(Iota(8 * static_cast<int>(rng() % 6), 1000 * (family + 1)),
+                                               Iota(length, 100000 + 100 * op)));
+      Live l;
+      l.length = req.prompt_tokens;
+      HashCursor cur;
+      ExtendBlockHashes(req, 8, l.length / 8, &cur, &l.hashes);
+      live.push_back(std::move(l));
+      for (Side& side : sides) side.tables.emplace_back(num_groups);
+    }
+    const size_t r = rng() % live.size();
+    Live& l = live[r];
+    if (l.total >= l.length || rng() % 10 == 0) {
+      free_request(r);
+      expect_same("free");
+      continue;
+    }
+    // One step of the request: a chunk, a decode token, or a chunk ending on a block boundary.
+    const int64_t step = rng() % 3 == 0 ? 1 : 1 + static_cast<int64_t>(rng() % 20);
+    const int64_t main = std::min(l.total + step, l.length);
+    const int64_t need = main + static_cast<int64_t>(rng() % 3);  // lookahead
+    int64_t k[2];
+    for (int i = 0; i < 2; ++i) {
+      sides[i].coord->RemoveSkippedBlocks(sides[i].tables[r].data(), l.total);
+      k[i] = sides[i].coord->NumBlocksToAllocate(sides[i].tables[r].data(), nullptr, need, main,
+                                                 l.total);
+    }
+    ASSERT_EQ(k[0], k[1]);
+    expect_same("skipped");
+    if (k[0] > sides[0].pool->num_free()) {
+      free_request(r);  // under pressure: this request gives its blocks back
+      expect_same("pressure");
+      continue;
+    }
+    for (Side& side : sides) {
+      side.coord->AllocateNew(side.tables[r].data(), need, main, l.total);
+    }
+    expect_same("allocate");
+    int64_t cached[2];
+    for (int i = 0; i < 2; ++i) {
+      cached[i] = sides[i].coord->CacheBlocks(sides[i].tables[r].data(), l.hashes.data(), main,
+                                              /*step_end=*/main);
+    }
+    ASSERT_EQ(cached[0], cached[1]);
+    published += cached[0];
+    expect_same("cache");
+    l.total = main;
+  }
+  EXPECT_GT(published, 100);
+  EXPECT_GT(sides[0].pool->evictions(), 0);
 }
 
 }  // namespace
