@@ -56,7 +56,7 @@ class KvCacheManager::Impl {
     fine_scratch_.resize(coord_.num_groups());
     // Breakpoints of AllocateSlots (see QuietRanges): every group's block size, where a block
     // fills (floor) or a new one is needed (ceil, offset 1); where a sliding window frees its
-    // oldest block; chunk starts; and S, H, A for caching and mamba states.
+    // oldest block; chunk starts; and S, A (and H, below) for caching and mamba states.
     auto add = [&](int64_t m, int64_t offset) {
       if (m <= 0) return;
       const std::pair<int64_t, int64_t> p{m, ((offset % m) + m) % m};
@@ -77,8 +77,11 @@ class KvCacheManager::Impl {
         add(g.attention_chunk_size, 1);
       }
     }
-    for (int64_t m :
-         {coord_.scheduler_block_size(), coord_.hash_block_size(), coord_.hit_alignment()}) {
+    // H matters only with partial hits (a tail block registered at every H boundary, mamba
+    // states cached there); otherwise caching moves at block, S and A boundaries alone, and the
+    // hashes are only extended further when a call needs them.
+    for (int64_t m : {coord_.scheduler_block_size(), coord_.hit_alignment(),
+                      plan_.partial_hits ? coord_.hash_block_size() : int64_t{0}}) {
       add(m, 0);
       add(m, 1);
     }
