@@ -54,36 +54,44 @@ class KvCacheManager::Impl {
         coord_(plan, &pool_, options.num_reprefillable_tokens),
         caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
     fine_scratch_.resize(coord_.num_groups());
-    // Breakpoints of AllocateSlots (see QuietRanges): every group's block size, where a block
-    // fills (floor) or a new one is needed (ceil, offset 1); where a sliding window frees its
-    // oldest block; chunk starts; and S, A (and H, below) for caching and mamba states.
-    auto add = [&](int64_t m, int64_t offset) {
+    // Breakpoints of AllocateSlots (see QuietRanges), per argument, by what reads it:
+    //  * need: how many blocks each group must hold (ceil by its block size, or chunk);
+    //  * total: the blocks each group no longer needs (a sliding window's oldest block, a
+    //    mamba group's old state, chunk starts) and the mamba boundary that accepted drafts
+    //    crossed (floor by the mamba block size);
+    //  * main: the mamba state block (ceil by its block size) and the step's end, where a
+    //    state is cached (a block, S or A boundary);
+    //  * n: what may be cached (whole blocks, S, A; the shadow's unit is a block size or A).
+    // Every group's block size (floor and ceil) for all four, to be safe; H only with partial
+    // hits (a tail block registered at every H boundary, mamba states cached there), since
+    // otherwise the hashes are only extended further when a call needs them.
+    enum Arg { kTotal = 1, kMain = 2, kNeed = 4, kN = 8, kAll = 15 };
+    auto add = [&](int args, int64_t m, int64_t offset) {
       if (m <= 0) return;
       const std::pair<int64_t, int64_t> p{m, ((offset % m) + m) % m};
-      if (std::find(quiet_breaks_.begin(), quiet_breaks_.end(), p) == quiet_breaks_.end()) {
-        quiet_breaks_.push_back(p);
+      for (int i = 0; i < 4; ++i) {
+        if ((args & (1 << i)) == 0) continue;
+        std::vector<std::pair<int64_t, int64_t>>& breaks = quiet_breaks_[i];
+        if (std::find(breaks.begin(), breaks.end(), p) == breaks.end()) breaks.push_back(p);
       }
     };
     for (const KvGroup& g : plan_.groups) {
-      add(g.block_size, 0);
-      add(g.block_size, 1);
+      add(kAll, g.block_size, 0);
+      add(kAll, g.block_size, 1);
       if (g.kind == LayerKind::kSlidingWindow) {
         const int64_t o = g.sliding_window - 1 + options_.num_reprefillable_tokens;
-        add(g.block_size, o);
-        add(g.block_size, o + 1);
+        add(kTotal, g.block_size, o);
+        add(kTotal, g.block_size, o + 1);
       }
       if (g.kind == LayerKind::kChunkedLocal) {
-        add(g.attention_chunk_size, 0);
-        add(g.attention_chunk_size, 1);
+        add(kTotal | kNeed, g.attention_chunk_size, 0);
+        add(kTotal | kNeed, g.attention_chunk_size, 1);
       }
     }
-    // H matters only with partial hits (a tail block registered at every H boundary, mamba
-    // states cached there); otherwise caching moves at block, S and A boundaries alone, and the
-    // hashes are only extended further when a call needs them.
     for (int64_t m : {coord_.scheduler_block_size(), coord_.hit_alignment(),
                       plan_.partial_hits ? coord_.hash_block_size() : int64_t{0}}) {
-      add(m, 0);
-      add(m, 1);
+      add(kMain | kN, m, 0);
+      add(kMain | kN, m, 1);
     }
     if (caching_) MakeShadow();
     for (const KvGroup& g : plan.groups) {
@@ -149,7 +157,7 @@ class KvCacheManager::Impl {
     const int64_t args[4] = {total, main, need, n};
     for (int i = 0; i < 4; ++i) {
       int64_t lo = INT64_MIN, hi = INT64_MAX;
-      for (const auto& [m, offset] : quiet_breaks_) {
+      for (const auto& [m, offset] : quiet_breaks_[i]) {
         const int64_t start = offset + m * ((args[i] - offset + m) / m - 1);  // <= x < start + m
         lo = std::max(lo, start);
         hi = std::min(hi, start + m);
@@ -513,7 +521,8 @@ class KvCacheManager::Impl {
   std::vector<std::vector<BlockId>> fine_scratch_;
   std::unique_ptr<kv::ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
   std::vector<char> cow_;
-  std::vector<std::pair<int64_t, int64_t>> quiet_breaks_;  // (modulus, offset)
+  // (modulus, offset) per argument of QuietRanges: total, main, need, n.
+  std::array<std::vector<std::pair<int64_t, int64_t>>, 4> quiet_breaks_;
   mutable KvCacheCounters counters_;
 };
 
