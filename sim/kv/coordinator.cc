@@ -212,7 +212,7 @@ int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t need, int64
 int64_t KvCacheCoordinator::MaxCacheLimit(int64_t n) const {
   const int64_t rounded = RoundedForCache(n);
   int64_t limit = 0;
-  for (int g = 0; g < num_groups_; ++g) limit = std::max(limit, LimitFor(g, n, rounded));
+  for (const Run& run : runs_) limit = std::max(limit, LimitFor(run.first, n, rounded));
   return limit;
 }
 
