@@ -180,7 +180,9 @@ TEST(CoordinatorRunsTest, RunsOfIdenticalGroupsMatchOneCallPerGroup) {
       const BlockPool& p1 = *sides[1].pool;
       ASSERT_EQ(p0.ref(b), p1.ref(b)) << what << " block " << b;
       ASSERT_EQ(p0.cached_group(b), p1.cached_group(b)) << what << " block " << b;
-      if (p0.is_cached(b)) ASSERT_TRUE(p0.cached_hash(b) == p1.cached_hash(b)) << what;
+      if (p0.is_cached(b)) {
+        ASSERT_TRUE(p0.cached_hash(b) == p1.cached_hash(b)) << what << " block " << b;
+      }
     }
     for (size_t r = 0; r < live.size(); ++r) {
       for (int g = 0; g < num_groups; ++g) {
