@@ -81,7 +81,8 @@ absl::StatusOr<ReplayResult> Fleet::Run(TraceReader& trace) {
         PREFIXSIM_RETURN_IF_ERROR(HandleArrivals(trace));
         break;
       case Event::kStepDone:
-        PREFIXSIM_RETURN_IF_ERROR(RunReplica(ev.payload.replica, events_.now()));
+        replicas_[ev.payload.replica]->FinishStep(events_.now());
+        PREFIXSIM_RETURN_IF_ERROR(StartStep(ev.payload.replica));
         break;
     }
   }
@@ -113,15 +114,6 @@ absl::Status Fleet::HandleArrivals(TraceReader& trace) {
   return absl::OkStatus();
 }
 
-absl::Status Fleet::StartStep(int replica) {
-  PREFIXSIM_ASSIGN_OR_RETURN(int64_t dt, replicas_[replica]->StartStep(events_.now()));
-  if (dt == 0) return absl::OkStatus();
-  total_steps_ += 1;
-  if ((total_steps_ & 1023) == 0) ReportProgress(true);
-  events_.Push(events_.now() + dt, Event{Event::kStepDone, replica});
-  return absl::OkStatus();
-}
-
 bool Fleet::Interrupted() {
   if (options_.interrupt == nullptr) return false;
   const int sig = options_.interrupt->load(std::memory_order_relaxed);
@@ -136,11 +128,10 @@ bool Fleet::Interrupted() {
 // replicas' events come in between. A step that ends at or after the next arrival goes back to
 // the queue, which orders it against the arrival as before (same-time events in insertion
 // order). The queue's clock stays behind: only this replica's own times move ahead.
-absl::Status Fleet::RunReplica(int replica, int64_t now) {
+absl::Status Fleet::StartStep(int replica) {
   Simulator& sim = *replicas_[replica];
   const int64_t next_arrival = pending_ ? pending_->arrival_ns : INT64_MAX;
-  while (true) {
-    sim.FinishStep(now);
+  for (int64_t now = events_.now();;) {
     PREFIXSIM_ASSIGN_OR_RETURN(const int64_t dt, sim.StartStep(now));
     if (dt == 0) return absl::OkStatus();
     total_steps_ += 1;
@@ -150,6 +141,7 @@ absl::Status Fleet::RunReplica(int replica, int64_t now) {
       events_.Push(now, Event{Event::kStepDone, replica});
       return absl::OkStatus();
     }
+    sim.FinishStep(now);
   }
 }
 

@@ -40,9 +40,10 @@ class Fleet {
         bool report_fleet);
   absl::Status ReadNext(TraceReader& trace);
   absl::Status HandleArrivals(TraceReader& trace);
+  // Starts the idle `replica`'s next step now, and runs on the steps that end before the next
+  // arrival (see fleet.cc).
   absl::Status StartStep(int replica);
-  // Finishes `replica`'s step that ended at `now`, and runs its next steps (see fleet.cc).
-  absl::Status RunReplica(int replica, int64_t now);
+  // Whether ReplayOptions::interrupt is raised (records its signal).
   bool Interrupted();
   void ReportProgress(bool force, bool done = false);
   ReplayResult Collect();

@@ -363,9 +363,15 @@ class KvCacheManager::Impl {
     st.prev_had_drafts = st.prev_verified_end < main;
     if (quiet && !options_.check_invariants) return true;
     // With invariant checks, a quiet call still runs the full path below and checks that it
-    // changes nothing: the fast path's claim is verified wherever the checker runs.
+    // changes nothing (the pool's counts, what it allocates, evicts or publishes, the request's
+    // block tables and shadow blocks): the fast path's claim is verified wherever the checker
+    // runs.
     const int64_t quiet_free = pool_.num_free(), quiet_cached = pool_.num_cached_entries();
     const int64_t quiet_allocated = counters_.allocated_blocks;
+    const int64_t quiet_published = counters_.cached_blocks, quiet_evicted = pool_.evictions();
+    const int64_t quiet_shadow_held = st.shadow_held;
+    std::vector<kv::GroupBlocks> quiet_tables;
+    if (quiet) quiet_tables = st.groups;
     // A mamba boundary crossed by the drafts the last verify step accepted: its state is
     // cached now (a boundary moves `total` across a block, so such a call is never quiet).
     if (caching_ && mamba_block_size_ > 0 && plan_.cache_mamba_spec_boundary_states &&
@@ -446,7 +452,13 @@ class KvCacheManager::Impl {
     if (quiet) {
       PREFIXSIM_CHECK(pool_.num_free() == quiet_free &&
                       pool_.num_cached_entries() == quiet_cached &&
-                      counters_.allocated_blocks == quiet_allocated);
+                      counters_.allocated_blocks == quiet_allocated &&
+                      counters_.cached_blocks == quiet_published &&
+                      pool_.evictions() == quiet_evicted && st.shadow_held == quiet_shadow_held);
+      for (int g = 0; g < coord_.num_groups(); ++g) {
+        PREFIXSIM_CHECK(st.groups[g].blocks == quiet_tables[g].blocks &&
+                        st.groups[g].num_cached == quiet_tables[g].num_cached);
+      }
     }
     st.quiet_valid = !use_hit && options_.fast_path;
     if (st.quiet_valid) st.quiet_ranges = QuietRanges(total, main, need, n);

@@ -237,7 +237,7 @@ TEST(FleetTest, MirrorsEqualTheReplicasLookupsOnRandomHybridWorkloads) {
   }
 }
 
-// Fleet::RunReplica runs a replica's steps that end before the next arrival back to back. The
+// Fleet::StartStep runs a replica's steps that end before the next arrival back to back. The
 // reports and every request's record must equal those of a fleet that queues every step, with
 // same-time step ends and arrivals (constant 1 ms steps, arrivals on a 0.5 ms grid), speculative
 // decoding (each replica's own acceptance draws), a small pool (evictions, preemptions) and
