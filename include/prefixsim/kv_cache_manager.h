@@ -14,7 +14,7 @@
 namespace prefixsim {
 
 namespace kv {
-struct HashPair;
+using HashPair = ChunkHash;  // sim/kv/block_hasher.h
 class IndexMirror;
 }  // namespace kv
 
@@ -93,10 +93,18 @@ class KvCacheManager {
   // per-step calls then need no id lookup). REQUIRES: *request outlives RemoveRequest(request->id);
   // ids unique.
   KvRequestHandle AddRequest(const Request* request);
+  // Work another thread can do for a manager of `plan` before `request` reaches it: the prompt's
+  // block hashes (Request::prompt_hashes), which AddRequest and HashPrompt then take instead of
+  // computing them. Results are the same with or without it. Reads only `plan` and `request`:
+  // safe to run on a reader thread. Does nothing without prefix caching.
+  static void PrepareRequest(const KvPlan& plan, Request* request);
   // Stops tracking; its handle is invalid from now on. REQUIRES: its blocks were freed with Free().
   void RemoveRequest(uint64_t request_id);
   // The handle of a tracked request. REQUIRES: AddRequest'ed and not removed.
   KvRequestHandle Handle(uint64_t request_id) const;
+  // A hint that `request`'s state is used soon (a step visits every running request, whose
+  // state went cold since the last one). No effect on results.
+  void Prefetch(KvRequestHandle request) const;
 
   // Tells the manager that the request's verified token count (prompt + accepted outputs, no
   // drafts) is now `num_tokens`. Output tokens beyond Request::output get unique content.

@@ -23,6 +23,22 @@ struct ContentSegment {
   uint32_t length = 0;
 };
 
+// The chained hash of one chunk of a request's tokens (sim/kv/block_hasher.h).
+struct ChunkHash {
+  uint64_t hash = 0;   // index key (before mixing in the group id)
+  uint64_t check = 0;  // independent verifier
+  bool operator==(const ChunkHash& o) const { return hash == o.hash && check == o.check; }
+};
+
+// A prompt's chunk hashes, computed ahead of the engine (KvCacheManager::PrepareRequest, run by
+// the read-ahead thread) so that the simulation thread need not. Readers leave it empty.
+struct PromptHashes {
+  int64_t chunk_tokens = 0;        // H the hashes were computed at; 0: none
+  std::vector<ChunkHash> hashes;   // chunks [0, hashes.size()) of chunk_tokens tokens
+  int64_t next_segment = 0;        // where the hasher stopped (kv::HashCursor)
+  uint32_t next_offset_in_segment = 0;
+};
+
 struct Request {
   uint64_t id = 0;            // position in the trace, from 0
   int64_t arrival_ns = 0;     // simulated arrival time
@@ -40,6 +56,8 @@ struct Request {
   std::string session_id;  // conversation / chat id if the trace has one
   // Accepted draft tokens per verification step, if the trace carries them (acceptance "trace").
   std::vector<int32_t> accepted_lengths;
+  // Not from the trace: work done ahead for the engine (see PromptHashes).
+  PromptHashes prompt_hashes;
 };
 
 }  // namespace prefixsim

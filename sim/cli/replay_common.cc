@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/status.h"
 #include "sim/cli/atomic_file.h"
 #include "sim/cli/interrupt.h"
@@ -55,11 +56,14 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
                                        std::function<void(const RequestRecord&)> record_sink) {
   TraceOptions trace_options = o.trace_options;
   trace_options.seed = o.seed;
-  // The trace is parsed on a second thread, ahead of the simulation (same requests, same order).
+  // The trace is parsed on a second thread, ahead of the simulation (same requests, same order),
+  // which also hashes each prompt for the plan's KV managers.
   const TraceOpener open_trace = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
                                OpenTrace(o.trace, trace_options));
-    return ReadAhead(std::move(reader));
+    ReadAheadOptions read_ahead;
+    read_ahead.prepare = [&plan](Request* r) { KvCacheManager::PrepareRequest(plan, r); };
+    return ReadAhead(std::move(reader), read_ahead);
   };
   ReplayOptions options;
   options.seed = o.seed;

@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
   if (sim->num_spec_tokens_ > 0) {
     sim->totals_.counters.spec_decode.accepted_per_position.assign(sim->num_spec_tokens_, 0);
+    sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
   }
   return sim;
 }
@@ -204,7 +205,10 @@ void Simulator::FinishStep(int64_t now) {
   done.clear();
   for (size_t i = 0; i < batch_.size(); ++i) {
     // Cold lines since the schedule: load the requests a few ahead.
-    if (i + 8 < batch_.size()) __builtin_prefetch(batch_[i + 8].req);
+    if (i + 8 < batch_.size()) {
+      __builtin_prefetch(batch_[i + 8].req);
+      kv_->Prefetch(batch_[i + 8].kv);
+    }
     const ScheduledSeq& s = batch_[i];
     SimRequest* r = s.req;
     r->num_computed += s.num_new_tokens;
@@ -220,7 +224,7 @@ void Simulator::FinishStep(int64_t now) {
       sd.num_drafts += 1;
       sd.draft_tokens += d;
       sd.accepted_tokens += accepted;
-      for (int p = 0; p < accepted; ++p) sd.accepted_per_position[p] += 1;
+      steps_by_accepted_[accepted] += 1;
     }
     r->num_computed -= d - accepted;  // rejected drafts are rolled back (their slots stay)
     const int64_t generated = std::min<int64_t>(accepted + 1, r->max_outputs - r->num_outputs);
@@ -329,6 +333,13 @@ ReplicaTotals Simulator::TakeTotals() {
   r.preemptions = c.preemptions;
   r.evicted_blocks = kv_->counters().evicted_blocks;
   r.cached_blocks = kv_->counters().cached_blocks;
+  // Position p was accepted by every verification that accepted more than p drafts.
+  std::vector<int64_t>& per_position = r.spec_decode.accepted_per_position;
+  int64_t accepted_beyond = 0;
+  for (int p = num_spec_tokens_ - 1; p >= 0; --p) {
+    accepted_beyond += steps_by_accepted_[p + 1];
+    per_position[p] = accepted_beyond;
+  }
   totals_.window_queries = scheduler_->window_queries();
   totals_.window_hits = scheduler_->window_hits();
   return std::move(totals_);

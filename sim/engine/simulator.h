@@ -98,6 +98,9 @@ class Simulator {
   std::vector<size_t> free_slots_;
 
   ReplicaTotals totals_;
+  // Verification steps by accepted drafts (0..k); the per-position counts are derived from it in
+  // TakeTotals (a per-position loop in every step is a data-dependent branch per sequence).
+  std::vector<int64_t> steps_by_accepted_;
 };
 
 }  // namespace prefixsim

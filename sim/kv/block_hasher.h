@@ -28,11 +28,7 @@
 namespace prefixsim {
 namespace kv {
 
-struct HashPair {
-  uint64_t hash = 0;   // index key (before mixing in the group id)
-  uint64_t check = 0;  // independent verifier
-  bool operator==(const HashPair& o) const { return hash == o.hash && check == o.check; }
-};
+using HashPair = ChunkHash;
 
 // Where the hasher stopped in a request's content stream.
 struct HashCursor {

@@ -22,6 +22,12 @@ bool IsFullAttentionKind(LayerKind k) {
 
 }  // namespace
 
+int64_t KvCacheCoordinator::HashBlockSize(const KvPlan& plan) {
+  PREFIXSIM_CHECK(!plan.groups.empty());
+  if (plan.groups.size() == 1) return plan.groups[0].block_size;
+  return plan.enable_prefix_caching ? plan.hash_block_size : plan.scheduler_block_size;
+}
+
 KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
                                        int64_t extra_retained_tokens, bool group_runs)
     : pool_(pool) {
@@ -39,6 +45,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
     hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.scheduler_block_size;
     partial_hits_ = false;
   }
+  PREFIXSIM_CHECK(hash_block_size_ == HashBlockSize(plan));
   PREFIXSIM_CHECK(hash_block_size_ > 0 && hit_alignment_ > 0 && scheduler_block_size_ > 0);
   PREFIXSIM_CHECK(scheduler_block_size_ % hash_block_size_ == 0);
   PREFIXSIM_CHECK(hit_alignment_ % hash_block_size_ == 0);

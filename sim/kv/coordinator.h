@@ -26,6 +26,9 @@ class KvCacheCoordinator {
   KvCacheCoordinator(const KvPlan& plan, BlockPool* pool, int64_t extra_retained_tokens,
                      bool group_runs = true);
 
+  // The hash granularity H a coordinator of `plan` uses. REQUIRES: plan.groups is not empty.
+  static int64_t HashBlockSize(const KvPlan& plan);
+
   // Whether every prefix-cacheable group's block size is a multiple of H, so that lookups and
   // caching are possible. The first group that is not, or -1.
   int unhashable_group() const { return unhashable_group_; }

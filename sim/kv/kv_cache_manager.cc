@@ -138,6 +138,18 @@ class KvCacheManager::Impl {
   }
   const RequestState& State(uint64_t id) const { return State(HandleOf(id)); }
 
+  // Takes the hashes PrepareRequest computed, if at this manager's H. REQUIRES: `hashes` empty
+  // and `cursor` at the start.
+  void AdoptPromptHashes(const Request& r, std::vector<kv::HashPair>* hashes,
+                         kv::HashCursor* cursor) const {
+    const PromptHashes& pre = r.prompt_hashes;
+    if (!caching_ || pre.chunk_tokens != coord_.hash_block_size() || pre.hashes.empty()) return;
+    hashes->assign(pre.hashes.begin(), pre.hashes.end());
+    cursor->segment = pre.next_segment;
+    cursor->offset_in_seg = pre.next_offset_in_segment;
+    cursor->tokens = static_cast<int64_t>(pre.hashes.size()) * pre.chunk_tokens;
+  }
+
   void EnsureHashes(RequestState& st, int64_t num_chunks) {
     num_chunks = std::min(num_chunks, st.num_tokens / coord_.hash_block_size());
     if (static_cast<int64_t>(st.hashes.size()) >= num_chunks) return;
@@ -189,6 +201,7 @@ class KvCacheManager::Impl {
     st.num_tokens = r->prompt_tokens;
     st.hashes.clear();
     st.cursor = kv::HashCursor{};
+    AdoptPromptHashes(*r, &st.hashes, &st.cursor);
     st.groups.resize(coord_.num_groups());
     for (auto& g : st.groups) {
       g.blocks.clear();
@@ -548,6 +561,10 @@ KvRequestHandle KvCacheManager::AddRequest(const Request* request) {
 KvRequestHandle KvCacheManager::Handle(uint64_t request_id) const {
   return impl_->HandleOf(request_id);
 }
+void KvCacheManager::Prefetch(KvRequestHandle request) const {
+  const Impl::RequestState& st = impl_->slots_[request.slot];
+  __builtin_prefetch(&st.num_tokens, 1);
+}
 void KvCacheManager::SetNumTokens(KvRequestHandle request, int64_t num_tokens) {
   impl_->SetNumTokens(request, num_tokens);
 }
@@ -570,7 +587,24 @@ void KvCacheManager::HashPrompt(const Request& request, std::vector<kv::HashPair
   hashes->clear();
   const int64_t h = impl_->coord_.hash_block_size();
   kv::HashCursor cursor;
+  impl_->AdoptPromptHashes(request, hashes, &cursor);
   kv::ExtendBlockHashes(request, h, request.prompt_tokens / h, &cursor, hashes);
+}
+
+void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
+  PREFIXSIM_CHECK(request != nullptr);
+  PromptHashes& pre = request->prompt_hashes;
+  pre = PromptHashes{};
+  if (!plan.enable_prefix_caching || plan.groups.empty()) return;
+  // The chunks the admission lookup reads first (max_hit = prompt - 1, reference §9.1); a router
+  // that wants one more (HashPrompt) extends from the cursor.
+  const int64_t h = kv::KvCacheCoordinator::HashBlockSize(plan);
+  if (h <= 0 || request->prompt_tokens <= 1) return;
+  kv::HashCursor cursor;
+  kv::ExtendBlockHashes(*request, h, (request->prompt_tokens - 1) / h, &cursor, &pre.hashes);
+  pre.chunk_tokens = h;
+  pre.next_segment = cursor.segment;
+  pre.next_offset_in_segment = cursor.offset_in_seg;
 }
 
 int64_t KvCacheManager::PeekPromptHit(const Request& request,

@@ -102,7 +102,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     }
     if (!scheduled) break;
     const int64_t drafts = std::max<int64_t>(0, req->num_computed + n - req->num_tokens);
-    batch->push_back({req, n, req->num_computed + n, static_cast<int32_t>(drafts)});
+    batch->push_back({req, n, req->num_computed + n, static_cast<int32_t>(drafts), req->kv});
     budget -= n;
     ++i;
   }
@@ -167,7 +167,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       req->first_lost_to_alignment = hit.lost_to_alignment_tokens;
     }
     req->num_computed = computed;
-    batch->push_back({req, n, computed + n, 0});
+    batch->push_back({req, n, computed + n, 0, req->kv});
     budget -= n;
   }
 }

@@ -4,6 +4,8 @@
 #ifndef PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
 #define PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -39,6 +41,30 @@ class BernoulliThreshold {
  private:
   uint64_t threshold_;
 };
+
+// The accepted run of one verification of `limit` drafts: draft i is accepted with probability
+// accept[i] given that drafts 0..i-1 were (accept[i * stride]; stride 0 for i.i.d. drafts), the
+// first rejection ends the run, and each draft tried consumes one value of `rng`, exactly as
+// drawing one by one. Where the values are buffered, all `limit` comparisons are made at once and
+// the run read off the bits: the outcome is random, and a branch on each draw mispredicts about
+// once per verification.
+inline int AcceptedRun(const BernoulliThreshold* accept, size_t stride, int limit,
+                       Mt19937_64& rng) {
+  constexpr int kMaxAtOnce = 8;  // more drafts than this: most comparisons would go unused
+  if (limit > 0 && limit <= kMaxAtOnce && static_cast<size_t>(limit) <= rng.buffered()) {
+    uint32_t accepted_bits = 0;
+    for (int i = 0; i < limit; ++i) {
+      accepted_bits |= static_cast<uint32_t>((rng.Peek(i) >> 11) < accept[i * stride].threshold())
+                       << i;
+    }
+    const int accepted = std::countr_one(accepted_bits);  // <= limit: bit `limit` is 0
+    rng.Skip(static_cast<size_t>(std::min(accepted + 1, limit)));
+    return accepted;
+  }
+  int accepted = 0;
+  while (accepted < limit && accept[accepted * stride].Draw(rng)) ++accepted;
+  return accepted;
+}
 
 class AcceptanceModel {
  public:

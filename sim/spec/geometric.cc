@@ -11,9 +11,7 @@ class IidAcceptance : public AcceptanceModel {
   IidAcceptance(double rate, std::string_view name) : accept_(rate), name_(name) {}
   std::string_view name() const override { return name_; }
   int Sample(int num_drafts, Mt19937_64& rng) const override {
-    int accepted = 0;
-    while (accepted < num_drafts && accept_.Draw(rng)) ++accepted;
-    return accepted;
+    return AcceptedRun(&accept_, /*stride=*/0, num_drafts, rng);
   }
 
  private:

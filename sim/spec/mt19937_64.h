@@ -32,13 +32,18 @@ class Mt19937_64 {
 
   uint64_t operator()() {
     if (next_ >= kStateSize) Refill();
-    uint64_t z = state_[next_++];
-    z ^= (z >> 29) & 0x5555555555555555ULL;
-    z ^= (z << 17) & 0x71d67fffeda60000ULL;
-    z ^= (z << 37) & 0xfff7eee000000000ULL;
-    z ^= z >> 43;
-    return z;
+    return Temper(state_[next_++]);
   }
+
+  // Looking ahead without consuming, for callers that decide how many values they use from the
+  // values themselves (the acceptance draws): Peek(i) is the value the (i+1)-th next call
+  // returns, and Skip(n) consumes n values as n calls would.
+  // How many values are buffered before the next refill.
+  size_t buffered() const { return kStateSize - next_; }
+  // REQUIRES: i < buffered().
+  uint64_t Peek(size_t i) const { return Temper(state_[next_ + i]); }
+  // REQUIRES: n <= buffered().
+  void Skip(size_t n) { next_ += n; }
 
   void Discard(uint64_t n) {
     for (; n > 0; --n) (*this)();
@@ -49,6 +54,13 @@ class Mt19937_64 {
 
  private:
   static constexpr size_t kShift = 156;  // the recurrence's middle word
+  static uint64_t Temper(uint64_t z) {
+    z ^= (z >> 29) & 0x5555555555555555ULL;
+    z ^= (z << 17) & 0x71d67fffeda60000ULL;
+    z ^= (z << 37) & 0xfff7eee000000000ULL;
+    z ^= z >> 43;
+    return z;
+  }
   // Regenerates all 312 words. Each loop is free of dependencies within a vector's width (the
   // words read are either still old, i + 1 and i + kShift, or were written at least 156 words
   // earlier), and the conditional XOR is a mask, so both loops vectorize.

@@ -17,10 +17,7 @@ class PerPositionAcceptance : public AcceptanceModel {
   std::string_view name() const override { return "per_position"; }
   int Sample(int num_drafts, Mt19937_64& rng) const override {
     const int limit = std::min(num_drafts, static_cast<int>(accept_.size()));
-    const BernoulliThreshold* accept = accept_.data();
-    int accepted = 0;
-    while (accepted < limit && accept[accepted].Draw(rng)) ++accepted;
-    return accepted;
+    return AcceptedRun(accept_.data(), /*stride=*/1, limit, rng);
   }
 
  private:

@@ -18,6 +18,7 @@ class ReadAheadReader : public TraceReader {
   ReadAheadReader(std::unique_ptr<TraceReader> inner, const ReadAheadOptions& options)
       : inner_(std::move(inner)),
         format_(inner_->format()),
+        prepare_(options.prepare),
         batch_requests_(std::max<size_t>(1, options.batch_requests)),
         max_batches_(std::max<size_t>(1, options.max_batches)) {
     producer_ = std::thread([this] { Produce(); });
@@ -74,6 +75,7 @@ class ReadAheadReader : public TraceReader {
           batch.stats = inner_->stats();
           break;
         }
+        if (prepare_) prepare_(&r);
         batch.requests.push_back(std::move(r));
       }
       std::unique_lock<std::mutex> lock(mu_);
@@ -89,6 +91,7 @@ class ReadAheadReader : public TraceReader {
 
   std::unique_ptr<TraceReader> inner_;  // the producer's only
   const std::string format_;
+  const std::function<void(Request*)> prepare_;  // the producer's only
   const size_t batch_requests_;
   const size_t max_batches_;
 

@@ -6,6 +6,7 @@
 #define PREFIXSIM_SIM_TRACE_READ_AHEAD_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "prefixsim/trace.h"
@@ -17,6 +18,9 @@ struct ReadAheadOptions {
   size_t batch_requests = 64;
   // Batches waiting at most: memory stays bounded by batch_requests * max_batches requests.
   size_t max_batches = 16;
+  // Run on the read-ahead thread on each request after it is parsed (null: nothing): work for
+  // the engine that depends on the request alone, such as KvCacheManager::PrepareRequest.
+  std::function<void(Request*)> prepare;
 };
 
 // Wraps `inner`, which from now on is used only by the read-ahead thread. stats() are the inner

@@ -154,5 +154,31 @@ TEST(AcceptanceTest, BernoulliThresholdMatchesUniformDoubleComparison) {
   }
 }
 
+// AcceptedRun decides a verification from all its draws at once where they are buffered. It must
+// give the run of drawing one by one, and consume the same values (every later draw of the replay
+// depends on it): checked on rates from 0 to 1, up to past its at-once limit of 8 drafts, across
+// the generator's refills (where it falls back to drawing one by one), i.i.d. and per position.
+TEST(AcceptanceTest, AcceptedRunIsTheRunOfDrawingOneByOne) {
+  Mt19937_64 pick(3);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int k = 1 + trial % 10;
+    std::vector<BernoulliThreshold> accept;
+    for (int i = 0; i < k; ++i) {
+      const double u = UniformDouble(pick);
+      accept.emplace_back(trial % 7 == 0 ? 1.0 : trial % 11 == 0 ? 0.0 : u);
+    }
+    const size_t stride = trial % 3 == 0 ? 0 : 1;
+    Mt19937_64 a(trial), b(trial);
+    for (int v = 0; v < 500; ++v) {
+      const int limit = static_cast<int>((pick() % (k + 1)));
+      int expected = 0;
+      while (expected < limit && accept[expected * stride].Draw(b)) ++expected;
+      ASSERT_EQ(AcceptedRun(accept.data(), stride, limit, a), expected)
+          << "trial " << trial << " verification " << v;
+    }
+    ASSERT_EQ(a(), b()) << "trial " << trial << ": a different number of values consumed";
+  }
+}
+
 }  // namespace
 }  // namespace prefixsim

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <random>
+#include <vector>
 
 namespace prefixsim {
 namespace {
@@ -46,6 +48,22 @@ TEST(Mt19937_64Test, KnownValue) {
   Mt19937_64 g;
   g.Discard(9999);
   EXPECT_EQ(g(), uint64_t{9981545732273789042ULL});
+}
+
+// Peek(i) is the value of the (i+1)-th next call and Skip(n) consumes n values, up to a refill.
+TEST(Mt19937_64Test, PeekAndSkipFollowTheStream) {
+  std::mt19937_64 expected(9);
+  Mt19937_64 g(9);
+  g();  // the first refill
+  expected();
+  while (g.buffered() > 0) {
+    const size_t n = std::min<size_t>(g.buffered(), 1 + g.buffered() % 5);
+    std::vector<uint64_t> next;
+    for (size_t i = 0; i < n; ++i) next.push_back(expected());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(g.Peek(i), next[i]);
+    g.Skip(n);
+  }
+  EXPECT_EQ(g(), expected());  // refilled as if every value had been drawn
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/trace/trace_test_util.h"
@@ -23,6 +25,13 @@ struct Drained {
   std::vector<Request> requests;
   absl::Status end;
 };
+
+ReadAheadOptions Options(size_t batch_requests, size_t max_batches) {
+  ReadAheadOptions o;
+  o.batch_requests = batch_requests;
+  o.max_batches = max_batches;
+  return o;
+}
 
 Drained Drain(TraceReader& reader) {
   Drained d;
@@ -63,7 +72,7 @@ TEST(ReadAheadTest, SameRequestsInOrderForEveryBatchSize) {
       auto inner = OpenTrace(Samples(name));
       ASSERT_TRUE(inner.ok());
       std::unique_ptr<TraceReader> ahead =
-          ReadAhead(std::move(*inner), ReadAheadOptions{batch, /*max_batches=*/2});
+          ReadAhead(std::move(*inner), Options(batch, /*max_batches=*/2));
       EXPECT_EQ(ahead->format(), (*plain)->format());
       ExpectSame(want, Drain(*ahead));
       // At the end the stats are the wrapped reader's.
@@ -94,20 +103,45 @@ TEST(ReadAheadTest, AnErrorComesAfterTheRequestsBeforeIt) {
   EXPECT_NE(std::string(want.end.message()).find(":3"), std::string::npos) << want.end;
   auto inner = OpenTrace(path);
   ASSERT_TRUE(inner.ok());
-  std::unique_ptr<TraceReader> ahead = ReadAhead(std::move(*inner), ReadAheadOptions{1, 1});
+  std::unique_ptr<TraceReader> ahead = ReadAhead(std::move(*inner), Options(1, 1));
   ExpectSame(want, Drain(*ahead));
 }
 
 TEST(ReadAheadTest, StoppingEarlyDoesNotHang) {
   auto inner = OpenTrace(Samples("sample_chat.jsonl"));
   ASSERT_TRUE(inner.ok());
-  std::unique_ptr<TraceReader> ahead = ReadAhead(std::move(*inner), ReadAheadOptions{2, 1});
+  std::unique_ptr<TraceReader> ahead = ReadAhead(std::move(*inner), Options(2, 1));
   Request r;
   auto more = ahead->Next(&r);
   ASSERT_TRUE(more.ok() && *more);
   EXPECT_EQ(r.id, 0u);
   ahead.reset();  // the producer is blocked on a full queue: the destructor must release it
   SUCCEED();
+}
+
+// `prepare` runs once on every request, in order, on the read-ahead thread, before it is handed
+// over (what it did is in the request the consumer gets).
+TEST(ReadAheadTest, PrepareRunsOnEveryRequestOnTheReadAheadThread) {
+  auto plain = OpenTrace(Samples("sample_chat.jsonl"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const Drained want = Drain(**plain);
+  auto inner = OpenTrace(Samples("sample_chat.jsonl"));
+  ASSERT_TRUE(inner.ok());
+  ReadAheadOptions options = Options(3, 2);
+  const std::thread::id consumer = std::this_thread::get_id();
+  std::atomic<int> on_consumer_thread{0};
+  int64_t prepared = 0;  // the read-ahead thread's only
+  options.prepare = [&](Request* r) {
+    if (std::this_thread::get_id() == consumer) on_consumer_thread += 1;
+    r->prompt_hashes.chunk_tokens = ++prepared;
+  };
+  std::unique_ptr<TraceReader> ahead = ReadAhead(std::move(*inner), options);
+  const Drained got = Drain(*ahead);
+  ExpectSame(want, got);
+  for (size_t i = 0; i < got.requests.size(); ++i) {
+    EXPECT_EQ(got.requests[i].prompt_hashes.chunk_tokens, static_cast<int64_t>(i + 1));
+  }
+  EXPECT_EQ(on_consumer_thread.load(), 0);
 }
 
 }  // namespace
