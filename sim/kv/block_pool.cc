@@ -207,7 +207,7 @@ void BlockPool::CheckInvariants() const {
   PREFIXSIM_CHECK(zero == num_free_);
   PREFIXSIM_CHECK(cached == num_cached_);
   PREFIXSIM_CHECK(static_cast<int64_t>(index_.size()) <= num_cached_);
-  PREFIXSIM_CHECK((index_.size() + index_.tombstones()) * 4 <= index_.capacity() * 3);
+  PREFIXSIM_CHECK((index_.size() + index_.tombstones()) * 2 <= index_.capacity());
 }
 
 }  // namespace kv

@@ -269,7 +269,7 @@ TEST(PrefixIndexTest, TombstonesKeepPositionsUntilRebuild) {
       ref[key] = {block, index.position(slot)};
     }
     ASSERT_EQ(index.size(), ref.size());
-    ASSERT_LE((index.size() + index.tombstones()) * 4, index.capacity() * 3);
+    ASSERT_LE((index.size() + index.tombstones()) * 2, index.capacity());
   }
   EXPECT_GT(rebuilds, 10);
   EXPECT_GT(rebuild_moves, 0);  // the crowded homes make entries move back
