@@ -2,7 +2,8 @@
 // that every allocation, eviction and publish touches at a random place. Past a few MiB they
 // are backed by transparent huge pages where the kernel offers them (madvise mode), so those
 // random accesses stop missing the TLB and the table costs a few page faults instead of one per
-// 4 KiB. Past 64 KiB they are mapped and populated in one call (the fill touches every page).
+// 4 KiB. Past 64 KiB they are mapped and populated in one call (the fill touches every page;
+// a table whose initial record is all zero bytes, like the prefix index's, needs no fill).
 // Elsewhere (no THP, small tables) it is plain memory; the contents are the same.
 #ifndef PREFIXSIM_SIM_KV_BIG_ARRAY_H_
 #define PREFIXSIM_SIM_KV_BIG_ARRAY_H_
@@ -55,6 +56,8 @@ class BigArray {
     }
     if (data_ == nullptr) {
       data_ = static_cast<T*>(::operator new(bytes > 0 ? bytes : 1));
+    } else if (AllZeroBytes(value)) {
+      return;  // fresh anonymous memory reads as zeros already: no pass over the table
     }
     std::uninitialized_fill_n(data_, n, value);
   }
@@ -84,6 +87,14 @@ class BigArray {
   static constexpr size_t kHugePage = size_t{2} << 20;
   static constexpr size_t kHugeThreshold = size_t{4} << 20;
   static constexpr size_t kMapThreshold = size_t{64} << 10;
+
+  static bool AllZeroBytes(const T& value) {
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(&value);
+    for (size_t i = 0; i < sizeof(T); ++i) {
+      if (bytes[i] != 0) return false;
+    }
+    return true;
+  }
 
   void Swap(BigArray& o) noexcept {
     std::swap(data_, o.data_);

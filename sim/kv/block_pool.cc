@@ -128,7 +128,7 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
     index_.Rebuild([this](int32_t head, uint64_t position) { meta_[head].index_position = position; });
   }
   PrefixIndex::Slot* slot = index_.FindOrEmpty(key);
-  if (slot->block < 0) {
+  if (slot->block <= 0) {
     index_.InsertAt(slot, key, b, Tag(group, h));
     meta_[b].index_position = static_cast<int64_t>(index_.position(slot));
   } else {

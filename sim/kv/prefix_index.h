@@ -20,11 +20,14 @@ class PrefixIndex {
  public:
   struct Slot {
     uint64_t key;
-    int32_t block;  // >= 0: an entry; kEmpty; kTombstone (an entry erased by EraseAt)
+    int32_t block;  // > 0: an entry; kEmpty; kTombstone (an entry erased by EraseAt)
     uint32_t tag;   // verifier (32 bits of the check value mixed with the group)
   };
-  static constexpr int32_t kEmpty = -1;
-  static constexpr int32_t kTombstone = -2;
+  // An empty slot is all zero bytes, so a table fresh from the kernel needs no fill. Entries
+  // hold a positive value: the pool's blocks (the null block 0 is never cached) or the
+  // mirror's counts.
+  static constexpr int32_t kEmpty = 0;
+  static constexpr int32_t kTombstone = -1;
 
   // Capacity: a power of two >= `headroom` x `max_entries`. With EraseAt (tombstones) the table
   // is rebuilt when entries plus tombstones pass half of it, so headroom 4 leaves at least
@@ -42,7 +45,7 @@ class PrefixIndex {
   const Slot* Find(uint64_t key) const {
     for (uint64_t i = key & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
-      if (s.key == key && s.block >= 0) return &s;
+      if (s.key == key && s.block > 0) return &s;
       if (s.block == kEmpty) return nullptr;
     }
   }
@@ -56,14 +59,14 @@ class PrefixIndex {
     Slot* reuse = nullptr;
     for (uint64_t i = key & mask_;; i = (i + 1) & mask_) {
       Slot& s = slots_[i];
-      if (s.key == key && s.block >= 0) return &s;
+      if (s.key == key && s.block > 0) return &s;
       if (s.block == kEmpty) return reuse != nullptr ? reuse : &s;
       if (s.block == kTombstone && reuse == nullptr) reuse = &s;
     }
   }
   // Fills the free slot returned by FindOrEmpty for `key`.
   void InsertAt(Slot* slot, uint64_t key, int32_t block, uint32_t tag) {
-    PREFIXSIM_DCHECK(slot->block < 0 && block >= 0 && size_ + tombstones_ < slots_.size() - 1);
+    PREFIXSIM_DCHECK(slot->block <= 0 && block > 0 && size_ + tombstones_ < slots_.size() - 1);
     if (slot->block == kTombstone) --tombstones_;
     *slot = Slot{key, block, tag};
     ++size_;
@@ -80,7 +83,7 @@ class PrefixIndex {
     uint64_t j = i;
     while (true) {
       j = (j + 1) & mask_;
-      if (slots_[j].block < 0) break;
+      if (slots_[j].block <= 0) break;
       const uint64_t home = slots_[j].key & mask_;
       // Move j back to i unless its home lies cyclically in (i, j].
       const bool home_in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
@@ -129,9 +132,9 @@ class PrefixIndex {
     for (uint64_t n = 1; n <= capacity; ++n) {
       const uint64_t i = (start + n) & mask_;
       const Slot& s = slots[i];
-      if (s.block < 0 || (s.key & mask_) == i) continue;  // empty, or at home
+      if (s.block <= 0 || (s.key & mask_) == i) continue;  // empty, or at home
       uint64_t q = s.key & mask_;
-      while (q != i && slots[q].block >= 0) q = (q + 1) & mask_;
+      while (q != i && slots[q].block > 0) q = (q + 1) & mask_;
       if (q == i) continue;
       slots[q] = s;
       slots[i].block = kEmpty;

@@ -203,7 +203,7 @@ TEST(PrefixIndexTest, MatchesMapUnderRandomInsertErase) {
         ref.erase(it);
       }
     } else if (ref.size() < 16) {
-      const int32_t block = static_cast<int32_t>(rng() % 1000);
+      const int32_t block = 1 + static_cast<int32_t>(rng() % 1000);  // entries are positive
       index.Insert(key, block, 0);
       ref[key] = block;
     }
@@ -223,7 +223,7 @@ TEST(PrefixIndexTest, TombstonesKeepPositionsUntilRebuild) {
   std::map<uint64_t, std::pair<int32_t, uint64_t>> ref;  // key -> (block, position)
   std::mt19937_64 rng(7);
   int rebuilds = 0, rebuild_moves = 0;
-  int32_t next_block = 0;
+  int32_t next_block = 1;  // entries are positive
   for (int op = 0; op < 50000; ++op) {
     // Home slots spread out (tombstones pile up), or crowded into two (long probe runs through
     // tombstones, which inserts reuse).
@@ -250,7 +250,7 @@ TEST(PrefixIndexTest, TombstonesKeepPositionsUntilRebuild) {
         size_t entries = 0;
         for (uint64_t p = 0; p < index.capacity(); ++p) {
           ASSERT_NE(index.at(p).block, PrefixIndex::kTombstone) << "slot " << p;
-          entries += index.at(p).block >= 0;
+          entries += index.at(p).block > 0;
         }
         ASSERT_EQ(entries, ref.size());
         ASSERT_LE(moved.size(), ref.size());
@@ -263,7 +263,7 @@ TEST(PrefixIndexTest, TombstonesKeepPositionsUntilRebuild) {
         ++rebuilds;
       }
       PrefixIndex::Slot* slot = index.FindOrEmpty(key);
-      ASSERT_LT(slot->block, 0);
+      ASSERT_LE(slot->block, 0);  // empty or a tombstone
       const int32_t block = next_block++;
       index.InsertAt(slot, key, block, 0);
       ref[key] = {block, index.position(slot)};
