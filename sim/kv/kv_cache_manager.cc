@@ -562,8 +562,8 @@ KvRequestHandle KvCacheManager::Handle(uint64_t request_id) const {
   return impl_->HandleOf(request_id);
 }
 void KvCacheManager::Prefetch(KvRequestHandle request) const {
-  const Impl::RequestState& st = impl_->slots_[request.slot];
-  __builtin_prefetch(&st.num_tokens, 1);
+  if (request.slot >= impl_->slots_.size()) return;  // not a tracked request: nothing to load
+  __builtin_prefetch(&impl_->slots_[request.slot].num_tokens, 1);
 }
 void KvCacheManager::SetNumTokens(KvRequestHandle request, int64_t num_tokens) {
   impl_->SetNumTokens(request, num_tokens);
