@@ -24,28 +24,26 @@ bool IsFullAttentionKind(LayerKind k) {
 
 int64_t KvCacheCoordinator::HashBlockSize(const KvPlan& plan) {
   PREFIXSIM_CHECK(!plan.groups.empty());
-  if (plan.groups.size() == 1) return plan.groups[0].block_size;
+  if (plan.groups.size() == 1) return plan.groups[0].block_size;  // unitary: S = H = A = B
   return plan.enable_prefix_caching ? plan.hash_block_size : plan.scheduler_block_size;
 }
 
 KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
                                        int64_t extra_retained_tokens, bool group_runs)
     : pool_(pool) {
-  PREFIXSIM_CHECK(!plan.groups.empty());
+  hash_block_size_ = HashBlockSize(plan);
   if (plan.groups.size() == 1) {
     // Unitary coordinator: S = H = A = B (reference §7).
-    hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.groups[0].block_size;
+    hit_alignment_ = scheduler_block_size_ = hash_block_size_;
     partial_hits_ = false;
   } else if (plan.enable_prefix_caching) {
-    hash_block_size_ = plan.hash_block_size;
     hit_alignment_ = plan.hit_alignment;
     scheduler_block_size_ = plan.scheduler_block_size;
     partial_hits_ = plan.partial_hits;
   } else {
-    hash_block_size_ = hit_alignment_ = scheduler_block_size_ = plan.scheduler_block_size;
+    hit_alignment_ = scheduler_block_size_ = hash_block_size_;  // S for all three
     partial_hits_ = false;
   }
-  PREFIXSIM_CHECK(hash_block_size_ == HashBlockSize(plan));
   PREFIXSIM_CHECK(hash_block_size_ > 0 && hit_alignment_ > 0 && scheduler_block_size_ > 0);
   PREFIXSIM_CHECK(scheduler_block_size_ % hash_block_size_ == 0);
   PREFIXSIM_CHECK(hit_alignment_ % hash_block_size_ == 0);
