@@ -65,10 +65,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
   kv_options.fast_path = options.kv_fast_path;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
-  if (sim->num_spec_tokens_ > 0) {
-    sim->totals_.counters.spec_decode.accepted_per_position.assign(sim->num_spec_tokens_, 0);
-    sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
-  }
+  if (sim->num_spec_tokens_ > 0) sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
   return sim;
 }
 
@@ -335,6 +332,7 @@ ReplicaTotals Simulator::TakeTotals() {
   r.cached_blocks = kv_->counters().cached_blocks;
   // Position p was accepted by every verification that accepted more than p drafts.
   std::vector<int64_t>& per_position = r.spec_decode.accepted_per_position;
+  per_position.assign(num_spec_tokens_, 0);
   int64_t accepted_beyond = 0;
   for (int p = num_spec_tokens_ - 1; p >= 0; --p) {
     accepted_beyond += steps_by_accepted_[p + 1];

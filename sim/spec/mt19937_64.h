@@ -37,8 +37,8 @@ class Mt19937_64 {
 
   // Looking ahead without consuming, for callers that decide how many values they use from the
   // values themselves (the acceptance draws): Peek(i) is the value the (i+1)-th next call
-  // returns, and Skip(n) consumes n values as n calls would.
-  // How many values are buffered before the next refill.
+  // returns, and Skip(n) consumes n values as n calls would, within the buffered() values left
+  // before the next refill.
   size_t buffered() const { return kStateSize - next_; }
   // REQUIRES: i < buffered().
   uint64_t Peek(size_t i) const { return Temper(state_[next_ + i]); }
