@@ -68,6 +68,12 @@ struct PrefixHit {
   // the real cache's LRU clock; same max_hit = num_tokens - 1) minus hit_tokens. 0 when A == U
   // (unitary models, S equal to the finest block, partial hits). See sim/kv/README.md.
   int64_t lost_to_alignment_tokens = 0;
+  // Where a prefix shared with earlier requests ends although not every group cached its end
+  // (a lagging mamba state or sliding window): hit_tokens plus the tokens the longest single
+  // group's hit goes beyond it, or 0 when every group agrees. vLLM's shared_prefix_boundary:
+  // the scheduler stops a prefill chunk there so that the state at the junction is cached for
+  // the requests that share the prefix next (docs/semantics.md, "Junction stop").
+  int64_t shared_prefix_boundary = 0;
 };
 
 // Content id of a request's generated output tokens (those beyond Request::output): token p of

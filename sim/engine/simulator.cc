@@ -162,9 +162,8 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
     return absl::FailedPreconditionError(
         absl::StrCat("the engine cannot make progress: ", scheduler_->num_running(),
                      " running and ", scheduler_->num_waiting(),
-                     " waiting requests but an empty batch (is max_num_batched_tokens = ",
-                     engine_.max_num_batched_tokens, " below the mamba block size ",
-                     sched_config_.mamba_align_block_size, "?)"));
+                     " waiting requests but an empty batch (max_num_batched_tokens = ",
+                     engine_.max_num_batched_tokens, ")"));
   }
   work_.clear();
   for (const ScheduledSeq& s : batch_) {

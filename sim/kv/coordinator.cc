@@ -115,7 +115,9 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
 int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const HashPair* fine,
                                                 int64_t num_fine,
                                                 int64_t max_hit, int64_t alignment,
-                                                std::vector<BlockId>* out) {
+                                                std::vector<BlockId>* out,
+                                                int64_t* uncached_common_prefix) {
+  if (uncached_common_prefix != nullptr) *uncached_common_prefix = 0;
   for (int g = 0; g < num_groups(); ++g) out[g].clear();
   if (max_hit <= 0 || spec_groups_.empty()) return 0;
   const size_t nsg = spec_groups_.size();
@@ -140,6 +142,9 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
   std::fill(sg_looked_up_.begin(), sg_looked_up_.end(), 0);
   std::fill(sg_eagle_ok_.begin(), sg_eagle_ok_.end(), 0);
   int64_t hit = max_hit;
+  // The longest hit a single spec-group's lookup returned (vLLM's longest_hit_length): full
+  // attention's own answer before the other groups cut it, typically.
+  int64_t longest = 0;
   while (true) {
     int64_t cur = hit;
     for (size_t s = 0; s < nsg; ++s) {
@@ -166,6 +171,7 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
       cur = h;
       sg_looked_up_[s] = 1;
       sg_hit_[s] = h;
+      longest = std::max(longest, h);
     }
     if (cur >= hit) break;
     hit = cur;
@@ -183,6 +189,7 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
     }
   }
   PREFIXSIM_DCHECK(hit % alignment == 0);
+  if (uncached_common_prefix != nullptr) *uncached_common_prefix = longest - hit;
   return hit;
 }
 

@@ -44,8 +44,14 @@ class KvCacheCoordinator {
   // `alignment` (the plan's A for the real lookup), reading the cache through `index`. out[g]
   // receives group g's hit blocks. Not const: it reuses internal scratch buffers (no
   // allocation in steady state).
+  // With `uncached_common_prefix`, also the tokens by which the longest hit any single
+  // spec-group reported during the fixed point exceeds the reconciled hit: a prefix that earlier
+  // requests computed but that a lagging group (a mamba state, a sliding window) never cached at
+  // its end. vLLM's num_uncached_common_prefix_tokens (reference §9.3, docs/semantics.md
+  // "Junction stop"); 0 for unitary plans.
   int64_t FindLongestCacheHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
-                              int64_t max_hit, int64_t alignment, std::vector<BlockId>* out);
+                              int64_t max_hit, int64_t alignment, std::vector<BlockId>* out,
+                              int64_t* uncached_common_prefix = nullptr);
   // The group a hybrid-unaware router would watch: the first prefix-cacheable full-attention
   // group (else the first prefix-cacheable one), or -1.
   int primary_group() const { return spec_groups_.empty() ? -1 : spec_groups_[0].gids[0]; }

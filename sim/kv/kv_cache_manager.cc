@@ -252,8 +252,12 @@ class KvCacheManager::Impl {
     const kv::HashPair* fine = st.hashes.data();
     const int64_t nf = static_cast<int64_t>(st.hashes.size());
     const int64_t a = coord_.hit_alignment();
-    result.hit_tokens =
-        coord_.FindLongestCacheHit(pool_.hit_index(), fine, nf, max_hit, a, st.pending.data());
+    int64_t uncached_common_prefix = 0;
+    result.hit_tokens = coord_.FindLongestCacheHit(pool_.hit_index(), fine, nf, max_hit, a,
+                                                   st.pending.data(), &uncached_common_prefix);
+    if (uncached_common_prefix > 0) {
+      result.shared_prefix_boundary = result.hit_tokens + uncached_common_prefix;
+    }
     if (a != coord_.hash_block_size()) {
       // Alignment loss: the same lookup at the hash granularity H instead of A.
       const int64_t fine_hit = coord_.FindLongestCacheHit(

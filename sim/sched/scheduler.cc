@@ -24,6 +24,9 @@ SchedulerConfig SchedulerConfig::From(const KvPlan& plan, const EngineConfig& en
         c.mamba_align_block_size = std::max<int64_t>(c.mamba_align_block_size, g.block_size);
       }
     }
+    if (c.mamba_align_block_size > 0 && plan.partial_hits) {
+      c.mamba_partial_hit_unit = plan.hash_block_size;
+    }
   }
   return c;
 }
@@ -35,26 +38,48 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
   PREFIXSIM_CHECK(config_.max_num_seqs > 0);
 }
 
-// vLLM's _mamba_block_aligned_split (reference §11): during a prefill (including the re-prefill of
-// a resumed request) the chunk ends on a mamba block boundary, or exactly at the last cacheable
-// position, so that mamba states land on the block grid and can be cached. Uses the mamba group's
-// block size (the fix of issue #54076).
-int64_t Scheduler::MambaAlignedSplit(const SimRequest& req, int64_t num_new_tokens,
-                                     int64_t num_computed) const {
-  const int64_t b = config_.mamba_align_block_size;
+// vLLM's _mamba_block_aligned_split (reference §11; docs/semantics.md "Mamba-aligned prefill
+// split"): in align mode a mamba state is written only where a step ends, so during a prefill
+// (including the re-prefill of a resumed request) a chunk that does not finish the prefill ends
+// on a block boundary, and a chunk stops early at the first of these positions strictly inside
+// it: the next block boundary (a chunk starting inside a block), the last cacheable position,
+// the prompt's last hash boundary (partial hits), and the shared-prefix junction (block-floored),
+// so that the states there are cached. Uses the mamba group's block size (vLLM issue #54076).
+int64_t MambaAlignedSplit(const SchedulerConfig& config, const SimRequest& req,
+                          int64_t num_new_tokens, int64_t num_computed) {
+  const int64_t b = config.mamba_align_block_size;
   if (b <= 0) return num_new_tokens;
-  const int64_t prompt = req.prompt_tokens;
-  if (num_computed >= std::max(prompt, req.num_tokens - 1)) return num_new_tokens;  // decoding
+  const int64_t start = num_computed;
+  // num_tokens - 1 extends the prefill to a resumed request replaying its outputs.
+  const int64_t prefill_end = std::max(req.prompt_tokens, req.num_tokens - 1);
+  if (start >= prefill_end) return num_new_tokens;  // decoding
   int64_t last_cache_position = req.num_tokens - req.num_tokens % b;
-  if (config_.use_eagle) last_cache_position = std::max<int64_t>(last_cache_position - b, 0);
-  const int64_t after = num_computed + num_new_tokens;
-  if (after < last_cache_position) {
-    return num_new_tokens / b * b;
+  // EAGLE: full attention drops the last matched block, so the last state that can serve a hit
+  // is one block earlier.
+  if (config.use_eagle) last_cache_position = std::max<int64_t>(last_cache_position - b, 0);
+  int64_t end = start + num_new_tokens;
+  if (end < prefill_end) {
+    // A block wider than a step's prefill allowance is crossed in sub-block chunks (the state
+    // stays private until a chunk reaches the boundary); otherwise chunks end on boundaries.
+    const int64_t aligned_end = end / b * b;
+    if (aligned_end > start || b <= config.MaxPrefillTokens()) end = aligned_end;
   }
-  if (num_computed < last_cache_position && last_cache_position < after) {
-    return last_cache_position - num_computed;
+  const int64_t u = config.mamba_partial_hit_unit;
+  const int64_t tail_boundary = u > 0 ? req.prompt_tokens / u * u : 0;
+  const int64_t junction = req.shared_prefix_boundary;
+  const int64_t stops[] = {
+      start % b != 0 ? (start / b + 1) * b : 0,
+      last_cache_position,
+      last_cache_position < tail_boundary && tail_boundary < req.prompt_tokens ? tail_boundary
+                                                                               : 0,
+      // A junction inside a block has no state of its own: the stop is the block before it.
+      start < junction && junction < end ? start + (junction - start) / b * b : 0,
+  };
+  int64_t stop = end;
+  for (const int64_t s : stops) {
+    if (start < s && s < stop) stop = s;
   }
-  return num_new_tokens;
+  return std::max<int64_t>(stop - start, 0);
 }
 
 void Scheduler::Preempt(SimRequest* req) {
@@ -84,7 +109,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     }
     n = std::min(n, budget);
     n = std::min(n, config_.max_model_len - 1 - req->num_computed);
-    n = MambaAlignedSplit(*req, n, req->num_computed);
+    n = MambaAlignedSplit(config_, *req, n, req->num_computed);
     if (n <= 0) {
       ++i;
       continue;
@@ -125,6 +150,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     if (!req->kv.valid()) req->kv = kv_->AddRequest(req->request.get());
     PrefixHit hit;
     if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->kv);
+    req->shared_prefix_boundary = hit.shared_prefix_boundary;
     const int64_t computed = hit.hit_tokens;
     PREFIXSIM_CHECK(computed >= 0 && computed < req->num_tokens);
     int64_t n = req->num_tokens - computed;
@@ -136,7 +162,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       break;
     }
     n = std::min(n, budget);
-    n = MambaAlignedSplit(*req, n, computed);
+    n = MambaAlignedSplit(config_, *req, n, computed);
     if (n <= 0) {
       last_stop_ = AdmissionStop::kZeroTokens;
       break;

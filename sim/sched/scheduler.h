@@ -6,6 +6,7 @@
 #ifndef PREFIXSIM_SIM_SCHED_SCHEDULER_H_
 #define PREFIXSIM_SIM_SCHED_SCHEDULER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -47,6 +48,9 @@ struct alignas(64) SimRequest {
   int64_t first_hit_tokens = -1;  // at the first admission
   int64_t first_alignment_loss = 0;
   int64_t first_lost_to_alignment = 0;
+  // PrefixHit::shared_prefix_boundary of the last admission lookup: a prefill chunk that would
+  // run past it stops there (MambaAlignedSplit).
+  int64_t shared_prefix_boundary = 0;
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
   uint64_t id() const { return request->id; }
@@ -66,6 +70,16 @@ struct SchedulerConfig {
   // issue #54076); 0 = no split (no align-mode mamba group or no prefix caching).
   int64_t mamba_align_block_size = 0;
   bool use_eagle = false;  // the last cacheable mamba position moves back one block
+  // Fine-grained (partial) hits with a mamba group: a prefill also stops at the prompt's last
+  // hash boundary, where its partial state can be registered (0 = no such stop).
+  int64_t mamba_partial_hit_unit = 0;
+  // The most prefill tokens one step can give a request: the budget, or the long-prefill
+  // threshold when lower. A mamba block larger than this is prefilled in sub-block chunks.
+  int64_t MaxPrefillTokens() const {
+    return long_prefill_token_threshold > 0
+               ? std::min(max_num_batched_tokens, long_prefill_token_threshold)
+               : max_num_batched_tokens;
+  }
   int64_t hit_rate_window_requests = 1000;
 
   // Derives the scheduler settings of `engine` served with `plan`.
@@ -97,6 +111,12 @@ struct SchedulerCounters {
   int64_t lost_to_alignment_tokens = 0;  // PrefixHit::lost_to_alignment_tokens, non-preempted
   int64_t preemptions = 0;
 };
+
+// How many of `num_new_tokens` a request with `num_computed` computed tokens prefills this step
+// under mamba align mode (vLLM's _mamba_block_aligned_split; scheduler.cc says which stops it
+// makes). num_new_tokens itself when config.mamba_align_block_size is 0 or the request decodes.
+int64_t MambaAlignedSplit(const SchedulerConfig& config, const SimRequest& req,
+                          int64_t num_new_tokens, int64_t num_computed);
 
 class Scheduler {
  public:
@@ -140,8 +160,6 @@ class Scheduler {
   int64_t window_hits() const { return window_.hits(); }
 
  private:
-  int64_t MambaAlignedSplit(const SimRequest& req, int64_t num_new_tokens,
-                            int64_t num_computed) const;
   void Preempt(SimRequest* req);
 
   SchedulerConfig config_;
