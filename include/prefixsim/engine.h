@@ -87,6 +87,13 @@ struct ReplayOptions {
   // freeing it piece by piece, which costs several percent of a replay's wall time. Ignored in
   // sanitizer builds, whose leak checker would report it. Do not set it in a long-lived process.
   bool skip_teardown = false;
+  // A replica that preempts this many times, or runs this many steps, without finishing a
+  // request is thrashing (its KV cache cannot hold the requests it admits; vLLM would run that
+  // way for ever): the replay stops with ResourceExhausted, naming the cause and the remedies.
+  // 0 = no limit. The step limit's default, -1, is 2 x max_model_len + 10,000: without
+  // preemptions the oldest running request finishes within max_model_len steps.
+  int64_t max_preemptions_without_finish = 10000;
+  int64_t max_steps_without_finish = -1;
 };
 
 // vLLM's PrefixCacheStats (reference §12): token-level, recorded when a waiting request is
@@ -155,6 +162,9 @@ struct AutoSizeProbe {
   int64_t sim_time_ns = 0;
   double ttft_p99_ms = 0;
   bool keeps_up = false;
+  // The probe stopped thrashing (ReplayOptions::max_preemptions_without_finish): too small a
+  // fleet; sim_time_ns and ttft_p99_ms are then unknown (0).
+  bool thrashed = false;
 };
 
 // Present when the replay ran a fleet (more than one replica, or --replicas auto).
@@ -232,6 +242,11 @@ struct ReplayResult {
 
   LatencySummary ttft, tpot, e2e;
   int64_t sim_time_ns = 0;  // first arrival to last finish
+  int64_t trace_span_ns = 0;  // first to last arrival
+  // The engine fell behind the trace: the replay ran past the last arrival by more than
+  // max(10% of the trace span, 60 s) (fleet.cc, IsOverloaded). Requests then wait ever longer,
+  // and the hit rate reflects the queue and its preemptions as much as the block-size policy.
+  bool overloaded = false;
   double requests_per_s = 0, prompt_tokens_per_s = 0, output_tokens_per_s = 0;  // simulated
   double wall_time_s = 0;  // host time of the replay (not deterministic)
 

@@ -66,6 +66,10 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       }
       plans.push_back(*std::move(plan));
     }
+    if (absl::Status s = CheckHtmlOptions(options->html, *loaded, policies); !s.ok()) {
+      ctx.exit_code = ReportError("compare", s);
+      return;
+    }
     // One thread per policy; each opens its own trace reader.
     std::vector<std::optional<absl::StatusOr<ReplayResult>>> results(plans.size());
     std::vector<std::thread> threads;

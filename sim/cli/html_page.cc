@@ -15,6 +15,7 @@
 #include "prefixsim/analyze.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/status.h"
+#include "sim/cli/input_checks.h"
 #include "sim/report/report.h"
 
 namespace prefixsim::cli {
@@ -62,6 +63,34 @@ absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list) {
     out.push_back(static_cast<int64_t>(x * scale));
   }
   return out;
+}
+
+absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngine& loaded,
+                              const std::vector<std::string>& policies) {
+  if (options.html_path.empty()) {
+    if (!options.capacities.empty()) {
+      return absl::InvalidArgumentError("--capacities needs --html (it feeds the report page)");
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<int64_t>> parsed = ParseCapacities(options.capacities);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--capacities: ", parsed.status().message()));
+  }
+  for (const int64_t bytes : *parsed) {
+    EngineConfig engine = loaded.engine;
+    engine.kv_cache_bytes = bytes;
+    engine.num_gpu_blocks.reset();
+    for (const std::string& policy : policies) {
+      absl::StatusOr<KvPlan> plan = ResolvePlanForServing(loaded.model, engine, policy);
+      if (!plan.ok()) {
+        return absl::Status(plan.status().code(),
+                            absl::StrCat("--capacities ", bytes, " bytes, policy ", policy, ": ",
+                                         plan.status().message()));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
@@ -118,14 +147,13 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
       engine.kv_cache_bytes = jobs[j].bytes;
       engine.num_gpu_blocks.reset();
       const std::string& policy = results[jobs[j].result].policy;
-      absl::StatusOr<KvPlan> plan = ResolveKvPlan(loaded.model, engine, policy);
-      if (!plan.ok()) {
-        done[j] = plan.status();
-        continue;
-      }
-      absl::StatusOr<ReplayResult> r = RunReplay(replay, loaded.model, engine, *plan, "");
+      absl::StatusOr<KvPlan> plan = ResolvePlanForServing(loaded.model, engine, policy);
+      absl::StatusOr<ReplayResult> r =
+          plan.ok() ? RunReplay(replay, loaded.model, engine, *plan, "") : plan.status();
       if (!r.ok()) {
-        done[j] = r.status();
+        done[j] = absl::Status(r.status().code(),
+                               absl::StrCat("--capacities ", jobs[j].bytes, " bytes, policy ",
+                                            policy, ": ", r.status().message()));
         continue;
       }
       CapacitySweepPoint p;

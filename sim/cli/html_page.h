@@ -28,6 +28,12 @@ void AddHtmlCliOptions(CLI::App* cmd, HtmlCliOptions* options);
 // "16GiB,64GiB,1TiB" or "17179869184,..." -> bytes. InvalidArgument names the bad entry.
 absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list);
 
+// Checks --html/--capacities before any replay runs: --capacities needs --html, every entry
+// parses, and every policy's plan at every capacity passes vLLM's startup memory check
+// (reference §1, §6.4); the error names the capacity and the policy.
+absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngine& loaded,
+                              const std::vector<std::string>& policies);
+
 // Runs the capacity sweep (every result's policy at every capacity, on a few threads) and the
 // trace's alignment curve, then writes the page to options.html_path. Does nothing without
 // --html. `deltas`: compare's delta column.

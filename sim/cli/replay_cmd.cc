@@ -60,6 +60,10 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("replay", plan.status());
       return;
     }
+    if (absl::Status s = CheckHtmlOptions(options->html, *loaded, {options->policy}); !s.ok()) {
+      ctx.exit_code = ReportError("replay", s);
+      return;
+    }
     // --csv without --html streams its rows as requests end (memory bounded by the requests in
     // flight, not the trace); --html needs every record in memory anyway.
     const bool stream_csv = !options->csv_path.empty() && options->html.html_path.empty();

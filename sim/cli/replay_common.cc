@@ -45,7 +45,16 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                 "run the KV cache invariant checker after every operation (slow)");
   cmd->add_flag("--no-wall-time", o->no_wall_time,
                 "omit wall_time_s so that reports of equal runs are byte-identical");
-  cmd->add_flag("--no-progress", o->no_progress, "no progress line on stderr");
+  cmd->add_flag("--no-progress", o->no_progress, "no progress lines on stderr");
+  cmd->add_option("--max-preemptions-without-finish", o->max_preemptions_without_finish,
+                  "stop a thrashing replay (exit 1) once a replica preempts this many times "
+                  "without finishing a request (0 = never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-steps-without-finish", o->max_steps_without_finish,
+                  "stop a replay (exit 1) once a replica runs this many steps without finishing "
+                  "a request (0 = never; default 2 x max_model_len + 10000)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-fast-path", o->no_fast_path,
                 "run every KV cache call in full (the slow reference path; same results)");
 }
@@ -76,8 +85,13 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   options.cost_active_params = o.active_params;
   options.interrupt = InterruptFlag();  // set only where a command installed the handlers
   options.skip_teardown = o.skip_teardown;
-  // A progress line on stderr, only for a terminal and only once the run has lasted a second.
-  const bool show_progress = !o.no_progress && !progress_label.empty() && isatty(STDERR_FILENO);
+  options.max_preemptions_without_finish = o.max_preemptions_without_finish;
+  options.max_steps_without_finish = o.max_steps_without_finish;
+  // Progress on stderr once the run has lasted a second: on a terminal one line rewritten in
+  // place; elsewhere (a CI log, a file) a full line every 10 s, so a long run is seen alive.
+  const bool show_progress = !o.no_progress && !progress_label.empty();
+  const bool terminal = isatty(STDERR_FILENO);
+  const double interval_s = terminal ? 0.2 : 10.0;
   bool printed = false;
   const auto start = std::chrono::steady_clock::now();
   double last_print = 0;
@@ -85,19 +99,21 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
     options.progress = [&](const ReplayProgress& p) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (elapsed < 1.0 || (!p.done && elapsed - last_print < 0.2)) return;
+      if (elapsed < 1.0 || (!p.done && elapsed - last_print < interval_s)) return;
+      if (p.done && !terminal && !printed) return;  // a short run leaves a log untouched
       last_print = elapsed;
       printed = true;
-      std::fprintf(stderr, "\r%s: %lld requests read, %lld done, %.0f s simulated, %.1f s   ",
-                   progress_label.c_str(), static_cast<long long>(p.requests_read),
+      std::fprintf(stderr, "%s%s: %lld requests read, %lld done, %.0f s simulated, %.1f s%s",
+                   terminal ? "\r" : "", progress_label.c_str(),
+                   static_cast<long long>(p.requests_read),
                    static_cast<long long>(p.requests_finished),
-                   static_cast<double>(p.sim_time_ns) / 1e9, elapsed);
+                   static_cast<double>(p.sim_time_ns) / 1e9, elapsed, terminal ? "   " : "\n");
       std::fflush(stderr);
     };
   }
   absl::StatusOr<ReplayResult> result =
       ReplayWithFleetSizing(plan, model, engine, open_trace, options);
-  if (printed) std::fprintf(stderr, "\n");
+  if (printed && terminal) std::fprintf(stderr, "\n");
   return result;
 }
 

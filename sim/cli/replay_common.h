@@ -27,6 +27,9 @@ struct ReplayCliOptions {
   bool no_progress = false;
   bool no_fast_path = false;
   int64_t hit_rate_window = 1000;
+  // ReplayOptions' thrashing limits (-1: the engine's default).
+  int64_t max_preemptions_without_finish = ReplayOptions{}.max_preemptions_without_finish;
+  int64_t max_steps_without_finish = -1;
   // Not a flag: ReplayOptions::skip_teardown, for the one replay (per policy) of a command that
   // exits right after it (replay, compare). Never for sweeps: their points would pile up.
   bool skip_teardown = false;
@@ -36,8 +39,9 @@ struct ReplayCliOptions {
 void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* options);
 
 // Opens the trace and replays it under `plan` (one thread; safe to call from several threads
-// with different plans). `progress_label` non-empty: a progress line on stderr when it is a
-// terminal and the run lasts more than a second.
+// with different plans). `progress_label` non-empty: progress on stderr once the run has lasted a
+// second: a line rewritten in place on a terminal, otherwise a line every 10 s (so that a CI log
+// shows a long run is alive).
 // Per-request records: kept in ReplayResult::per_request (`keep_records`, what --html needs), or
 // streamed to `record_sink` in trace order as requests end (--csv alone: memory stays bounded),
 // or neither.

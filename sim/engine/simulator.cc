@@ -31,6 +31,32 @@ Simulator::Simulator(const KvPlan& plan, const EngineConfig& engine, const Repla
       sched_config_(SchedulerConfig::From(plan, engine)),
       rng_(ReplicaSeed(options.seed, replica)) {
   sched_config_.hit_rate_window_requests = options.hit_rate_window_requests;
+  max_steps_without_finish_ = options.max_steps_without_finish >= 0
+                                  ? options.max_steps_without_finish
+                                  : 2 * engine.max_model_len + 10000;
+}
+
+absl::Status Simulator::CheckProgress() const {
+  const int64_t preemptions = scheduler_->counters().preemptions - preemptions_at_last_finish_;
+  const int64_t steps = totals_.counters.num_steps - steps_at_last_finish_;
+  const int64_t max_preemptions = options_.max_preemptions_without_finish;
+  const bool too_many_preemptions = max_preemptions > 0 && preemptions >= max_preemptions;
+  const bool too_many_steps = max_steps_without_finish_ > 0 && steps >= max_steps_without_finish_;
+  if (!too_many_preemptions && !too_many_steps) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the engine is thrashing",
+      engine_.fleet.replicas > 1 || engine_.fleet.auto_replicas
+          ? absl::StrCat(" (replica ", replica_, ")")
+          : "",
+      ": ", preemptions, " preemptions and ", steps, " steps since a request last finished (",
+      totals_.counters.finished_requests, " finished so far; ", scheduler_->num_running(),
+      " running, ", scheduler_->num_waiting(), " waiting; ", kv_->num_usable_blocks(),
+      " KV blocks). The KV cache cannot hold the requests it admits, so they evict each other "
+      "for ever. Give it more memory (--kv-cache-bytes or --num-gpu-blocks), admit fewer "
+      "requests at once (--max-num-seqs), or spread the load (--replicas auto). The limits: "
+      "--max-preemptions-without-finish (now ",
+      max_preemptions, ") and --max-steps-without-finish (now ", max_steps_without_finish_,
+      "); 0 turns a check off."));
 }
 
 absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
@@ -133,6 +159,7 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
   ReplayResult& result = totals_.counters;
   for (;;) {
     scheduler_->Schedule(&batch_);
+    PREFIXSIM_RETURN_IF_ERROR(CheckProgress());
     if (!batch_.empty()) break;
     if (scheduler_->num_waiting() == 0 && scheduler_->num_running() == 0) return 0;
     const AdmissionStop stop = scheduler_->last_admission_stop();
@@ -248,6 +275,8 @@ void Simulator::Finish(SimRequest* r) {
   kv_->Free(r->kv);
   kv_->RemoveRequest(r->id());
   result.finished_requests += 1;
+  preemptions_at_last_finish_ = scheduler_->counters().preemptions;
+  steps_at_last_finish_ = result.num_steps;
   result.prompt_tokens += r->request->prompt_tokens;
   result.output_tokens += r->num_outputs;
   result.lost_to_alignment_requests[r->first_lost_to_alignment] += 1;

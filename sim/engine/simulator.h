@@ -97,6 +97,13 @@ class Simulator {
   std::vector<std::unique_ptr<SimRequest>> live_;  // indexed by slot
   std::vector<size_t> free_slots_;
 
+  // The thrashing check (ReplayOptions::max_preemptions_without_finish): the scheduler's
+  // preemption count and this replica's step count when a request last finished.
+  absl::Status CheckProgress() const;
+  int64_t preemptions_at_last_finish_ = 0;
+  int64_t steps_at_last_finish_ = 0;
+  int64_t max_steps_without_finish_ = 0;  // resolved from the options; 0 = no limit
+
   ReplicaTotals totals_;
   // Verification steps by accepted drafts (0..k); the per-position counts are derived from it in
   // TakeTotals (a per-position loop in every step is a data-dependent branch per sequence).

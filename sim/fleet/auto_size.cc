@@ -42,13 +42,28 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
                                fleet::Fleet::Create(plan, model, engine, o, n, true));
     return f->Run(*trace);
   };
+  int64_t trace_span_ns = 0;  // known from the first probe that ran to the end
   auto probe = [&](int n) -> absl::StatusOr<ReplayResult> {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
     PREFIXSIM_ASSIGN_OR_RETURN(
         std::unique_ptr<fleet::Fleet> f,
         fleet::Fleet::Create(plan, model, engine, probe_options, n, /*report_fleet=*/true));
-    PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result, f->Run(*trace));
+    absl::StatusOr<ReplayResult> run = f->Run(*trace);
+    if (absl::IsResourceExhausted(run.status())) {
+      // Thrashing: this fleet is too small to keep up; the search goes on with a larger one.
+      AutoSizeProbe p;
+      p.replicas = n;
+      p.thrashed = true;
+      probes.push_back(p);
+      ReplayResult stand_in;
+      stand_in.fleet.emplace();
+      stand_in.fleet->trace_span_ns = trace_span_ns;
+      return stand_in;
+    }
+    PREFIXSIM_RETURN_IF_ERROR(run.status());
+    ReplayResult result = *std::move(run);
     PREFIXSIM_CHECK(result.fleet.has_value());
+    trace_span_ns = result.fleet->trace_span_ns;
     const int64_t span_ns = result.fleet->trace_span_ns;
     AutoSizeProbe p;
     p.replicas = n;
@@ -82,7 +97,8 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
       const AutoSizeProbe& last = probes[probes.size() - 1];
       const AutoSizeProbe& prev = probes[probes.size() - 2];
       const double span = static_cast<double>(best.fleet->trace_span_ns);
-      const bool spans_ok = static_cast<double>(last.sim_time_ns) <= kSpanSlack * span &&
+      const bool spans_ok = !last.thrashed && !prev.thrashed &&
+                            static_cast<double>(last.sim_time_ns) <= kSpanSlack * span &&
                             static_cast<double>(prev.sim_time_ns) <= kSpanSlack * span;
       if (spans_ok && last.ttft_p99_ms > kTtftFloorRatio * prev.ttft_p99_ms) {
         return absl::FailedPreconditionError(absl::StrFormat(

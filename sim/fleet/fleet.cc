@@ -157,6 +157,20 @@ void Fleet::ReportProgress(bool force, bool done) {
   options_.progress(p);
 }
 
+namespace {
+
+// An engine that keeps up with its trace finishes soon after the last arrival: within the
+// longest requests' own latency. One that falls behind drains a queue that grew over the whole
+// trace. The slack (10% of the span, and at least a minute for the tail of long requests) is the
+// same order as --replicas auto's 1.1 x span criterion.
+bool IsOverloaded(int64_t trace_span_ns, int64_t sim_time_ns) {
+  constexpr int64_t kMinDrainNs = 60'000'000'000;
+  const int64_t drain = sim_time_ns - trace_span_ns;
+  return drain > std::max<int64_t>(kMinDrainNs, trace_span_ns / 10);
+}
+
+}  // namespace
+
 ReplayResult Fleet::Collect() {
   ReplayResult r;
   r.policy = plan_.policy;
@@ -202,6 +216,8 @@ ReplayResult Fleet::Collect() {
   r.e2e = e2e.Summary();
   r.sim_time_ns =
       first_arrival_ns_ >= 0 ? std::max<int64_t>(last_finish_ns - first_arrival_ns_, 0) : 0;
+  r.trace_span_ns = first_arrival_ns_ >= 0 ? last_arrival_ns_ - first_arrival_ns_ : 0;
+  r.overloaded = !r.partial && IsOverloaded(r.trace_span_ns, r.sim_time_ns);
   if (r.sim_time_ns > 0) {
     const double s = static_cast<double>(r.sim_time_ns) / 1e9;
     r.requests_per_s = static_cast<double>(r.finished_requests) / s;
@@ -222,7 +238,7 @@ ReplayResult Fleet::Collect() {
         static_cast<double>(r.requests) / static_cast<double>(summary.per_replica.size());
     summary.imbalance = mean > 0 ? static_cast<double>(max_requests) / mean : 0.0;
     summary.ttft_slo_ms = engine_.fleet.ttft_slo_ms;
-    summary.trace_span_ns = first_arrival_ns_ >= 0 ? last_arrival_ns_ - first_arrival_ns_ : 0;
+    summary.trace_span_ns = r.trace_span_ns;
     summary.router_index_checks = router_->index_checks();
     r.fleet = std::move(summary);
   }

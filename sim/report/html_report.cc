@@ -456,6 +456,12 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
                     "; the figures cover what was simulated until then.</strong></p>\n");
     break;
   }
+  for (const ReplayResult& r : results) {
+    if (r.overloaded) {
+      absl::StrAppend(&s, "<p class=\"sub\"><strong>", Escape(OverloadWarning(r)),
+                      "</strong></p>\n");
+    }
+  }
   if (results.empty()) return s + "<p>No results.</p></body></html>\n";
   const bool deltas = options.deltas && results.size() > 1;
   s += SummaryTable(results, deltas);

@@ -41,6 +41,7 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
                         {"sim_time_s", static_cast<double>(p.sim_time_ns) / 1e9},
                         {"ttft_p99_ms", p.ttft_p99_ms},
                         {"keeps_up", p.keeps_up}});
+      if (p.thrashed) probes.back()["thrashed"] = true;
     }
     j["auto"] = {{"ttft_slo_ms", f.ttft_slo_ms}, {"span_slack", 1.1}, {"probes", probes}};
   }
@@ -156,6 +157,8 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
   j["max_running"] = r.max_running;
   j["mean_kv_usage"] = r.mean_kv_usage;
   j["sim_time_s"] = static_cast<double>(r.sim_time_ns) / 1e9;
+  j["trace_span_s"] = static_cast<double>(r.trace_span_ns) / 1e9;
+  j["overloaded"] = r.overloaded;
   if (r.fleet) j["fleet"] = FleetJson(*r.fleet);
   if (options.include_wall_time) j["wall_time_s"] = r.wall_time_s;
   return j;
@@ -166,6 +169,7 @@ nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results
   nlohmann::ordered_json j;
   for (const ReplayResult& r : results) {
     if (r.partial) j["partial"] = true;
+    if (r.overloaded) j["overloaded"] = true;  // some policy's engine fell behind its trace
   }
   j["policies"] = nlohmann::ordered_json::array();
   for (const ReplayResult& r : results) j["policies"].push_back(ReplayResultToJson(r, options));

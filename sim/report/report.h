@@ -35,6 +35,9 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& result,
 // The readable summary printed by `prefixsim replay`.
 // "SIGINT", "SIGTERM", or "signal N": how reports name ReplayResult::interrupt_signal.
 std::string SignalName(int signal);
+// For an overloaded replay (ReplayResult::overloaded): what happened, in figures, and what to do
+// ("" otherwise). One paragraph, no trailing newline; the text and HTML reports both show it.
+std::string OverloadWarning(const ReplayResult& result);
 
 std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_time = true);
 // One row per request: id, arrival, prompt tokens, hit tokens, loss to alignment, TTFT,

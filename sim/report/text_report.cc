@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <csignal>
 #include <sstream>
 #include <string>
@@ -27,9 +28,9 @@ std::string FleetSection(const FleetSummary& f) {
                           "span (%.1f s) and p99 TTFT <= %.0f ms; tried",
                           static_cast<double>(f.trace_span_ns) / 1e9, f.ttft_slo_ms);
     for (const AutoSizeProbe& p : f.probes) {
-      absl::StrAppendFormat(&s, " %d%s", p.replicas, p.keeps_up ? "+" : "-");
+      absl::StrAppendFormat(&s, " %d%s", p.replicas, p.keeps_up ? "+" : p.thrashed ? "!" : "-");
     }
-    s += " (+ keeps up)\n";
+    s += " (+ keeps up, ! thrashed)\n";
   }
   absl::StrAppendFormat(&s, "  %7s %9s %9s %9s %11s %9s %8s\n", "replica", "requests", "finished",
                         "hit rate", "preemptions", "evicted", "KV use");
@@ -50,8 +51,22 @@ std::string SignalName(int signal) {
   return absl::StrCat("signal ", signal);
 }
 
+std::string OverloadWarning(const ReplayResult& r) {
+  if (!r.overloaded) return "";
+  const double span = static_cast<double>(r.trace_span_ns) / 1e9;
+  const double sim = static_cast<double>(r.sim_time_ns) / 1e9;
+  return absl::StrFormat(
+      "OVERLOADED: policy %s's engine fell behind the trace: it ran %.0f s for a %.0f s trace "
+      "(%.1fx), mean TTFT %.1f s, p99 %.1f s. Requests queued for most of the run, so the hit "
+      "rate reflects the queue and its preemptions as much as the policy. Replay with enough "
+      "replicas to keep up (--replicas auto --router kv_aware) or with slower arrivals "
+      "(--time-scale).",
+      r.policy, sim, span, span > 0 ? sim / span : 0.0, r.ttft.mean_ms / 1e3, r.ttft.p99_ms / 1e3);
+}
+
 std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
   std::string s;
+  if (r.overloaded) s += OverloadWarning(r) + "\n";
   const KvPlan& p = r.plan;
   const PrefixCacheStats& pc = r.prefix_cache;
   const int64_t skipped =
@@ -145,9 +160,20 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
     if (!r.partial) continue;
     absl::StrAppendFormat(&s,
                           "PARTIAL: interrupted by %s; each policy's figures cover what it "
-                          "simulated until then (policies may have got different distances)\n",
+                          "simulated until then (queries:",
                           SignalName(r.interrupt_signal));
+    for (const ReplayResult& q : results) {
+      absl::StrAppendFormat(&s, " %s %d", q.policy, q.prefix_cache.queries);
+    }
+    s += "), so the deltas compare different stretches of the trace\n";
     break;
+  }
+  for (const ReplayResult& r : results) {
+    if (r.overloaded) s += OverloadWarning(r) + "\n";
+  }
+  if (std::any_of(results.begin(), results.end(),
+                  [](const ReplayResult& r) { return r.overloaded; })) {
+    s += "The deltas below compare engines of which one or more were overloaded.\n";
   }
   absl::StrAppendFormat(&s, "%-28s", "");
   for (const ReplayResult& r : results) absl::StrAppendFormat(&s, " %16s", r.policy);
