@@ -117,8 +117,7 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
     // The verdict goes to stdout with the text report; a Markdown or JUnit report on stdout
     // stays a document of its own, so the verdict goes to stderr.
     const bool report_on_stdout = o->output.empty();
-    std::ostream& verdict =
-        report_on_stdout && o->format != "text" ? std::cerr : std::cout;
+    std::ostream& verdict = report_on_stdout && o->format != "text" ? std::cerr : std::cout;
     if (report_on_stdout) {
       std::cout << text;
     } else if (absl::Status s = grid::WriteFileAtomic(o->output, text); !s.ok()) {

@@ -136,8 +136,7 @@ RegressStatus Judge(const Tolerance& t, double baseline, double now) {
 std::string AxisValueText(const std::string& key, const Json& v) {
   if (!v.is_string()) return v.dump();
   const std::string s = v.get<std::string>();
-  if ((key == "trace" || key == "model" || key == "engine") &&
-      s.find('/') != std::string::npos) {
+  if ((key == "trace" || key == "model" || key == "engine") && s.find('/') != std::string::npos) {
     return std::filesystem::path(s).filename().string();
   }
   return s;
@@ -174,8 +173,7 @@ std::vector<RegressPoint> DescribePoints(const Scenario& suite) {
 }
 
 absl::StatusOr<std::optional<double>> NumberOf(const std::optional<Json>& v,
-                                               const std::string& file,
-                                               const std::string& field) {
+                                               const std::string& file, const std::string& field) {
   if (!v.has_value()) return std::optional<double>();
   if (!v->is_number()) return FieldError(file, field, "expected a number");
   return std::optional<double>(v->get<double>());
@@ -229,11 +227,12 @@ absl::StatusOr<RegressReport> CompareUnchecked(const Scenario& suite,
           row.baseline,
           NumberOf(bj, baseline_path, absl::StrCat("points.", p.id, ".metrics.", paths[t])));
       PREFIXSIM_ASSIGN_OR_RETURN(row.now, NumberOf(nj, suite.path, "(summary)"));
-      row.integer = bj.has_value() && nj.has_value() && bj->is_number_integer() &&
-                    nj->is_number_integer();
+      row.integer = (bj.has_value() || nj.has_value()) &&
+                    (!bj.has_value() || bj->is_number_integer()) &&
+                    (!nj.has_value() || nj->is_number_integer());
       if (!in_baseline) {
         row.status = RegressStatus::kMissing;
-        row.note = "point not in the baseline (a new point? refresh the baseline with --update)";
+        row.note = "point not in the baseline";
       } else if (!row.baseline.has_value() && !row.now.has_value()) {
         row.status = RegressStatus::kNotApplicable;
       } else if (!row.baseline.has_value() || !row.now.has_value()) {
@@ -271,9 +270,9 @@ struct Cells {
 Cells FormatCells(const RegressRow& row) {
   Cells c;
   if (!row.baseline.has_value() || !row.now.has_value()) {
-    c.baseline = row.baseline.has_value() ? FormatMetricValue(*row.baseline, *row.baseline,
-                                                               row.integer)
-                                          : "-";
+    c.baseline = row.baseline.has_value()
+                     ? FormatMetricValue(*row.baseline, *row.baseline, row.integer)
+                     : "-";
     c.now = row.now.has_value() ? FormatMetricValue(*row.now, *row.now, row.integer) : "-";
     c.delta = "-";
     return c;
@@ -293,11 +292,21 @@ std::string XmlEscape(std::string_view s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters other than tab/newline are not allowed in XML 1.0.
         if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n') {
@@ -402,13 +411,20 @@ Json BaselineJson(const Scenario& suite, const std::vector<Json>& summaries) {
 
 const char* RegressStatusName(RegressStatus status) {
   switch (status) {
-    case RegressStatus::kSame: return "same";
-    case RegressStatus::kWithin: return "ok";
-    case RegressStatus::kImproved: return "improved";
-    case RegressStatus::kRegressed: return "REGRESSED";
-    case RegressStatus::kChanged: return "CHANGED";
-    case RegressStatus::kMissing: return "MISSING";
-    case RegressStatus::kNotApplicable: return "n/a";
+    case RegressStatus::kSame:
+      return "same";
+    case RegressStatus::kWithin:
+      return "ok";
+    case RegressStatus::kImproved:
+      return "improved";
+    case RegressStatus::kRegressed:
+      return "REGRESSED";
+    case RegressStatus::kChanged:
+      return "CHANGED";
+    case RegressStatus::kMissing:
+      return "MISSING";
+    case RegressStatus::kNotApplicable:
+      return "n/a";
   }
   return "?";
 }
@@ -465,12 +481,10 @@ std::string FormatMetricValue(double value, double other, bool integer, int min_
 std::string RegressVerdict(const RegressReport& r) {
   const int64_t failing = r.Count(RegressStatus::kRegressed) + r.Count(RegressStatus::kChanged) +
                           r.Count(RegressStatus::kMissing);
-  std::string text = absl::StrCat(r.points.size(), " points x ",
-                                  r.points.empty() ? 0 : r.rows.size() / r.points.size(),
-                                  " metrics: ", r.Count(RegressStatus::kSame), " unchanged, ",
-                                  r.Count(RegressStatus::kWithin), " within tolerance, ",
-                                  r.Count(RegressStatus::kImproved), " improved, ", failing,
-                                  " failing");
+  std::string text = absl::StrCat(
+      r.points.size(), " points x ", r.points.empty() ? 0 : r.rows.size() / r.points.size(),
+      " metrics: ", r.Count(RegressStatus::kSame), " unchanged, ", r.Count(RegressStatus::kWithin),
+      " within tolerance, ", r.Count(RegressStatus::kImproved), " improved, ", failing, " failing");
   if (r.Count(RegressStatus::kNotApplicable) > 0) {
     absl::StrAppend(&text, ", ", r.Count(RegressStatus::kNotApplicable), " not applicable");
   }
@@ -523,9 +537,9 @@ std::string FormatRegressText(const RegressReport& r) {
 }
 
 std::string FormatRegressMarkdown(const RegressReport& r) {
-  std::string out = absl::StrCat("### prefixsim regress: suite `", r.suite, "`: ",
-                                 r.regressed ? "**REGRESSED**" : "all within tolerance", "\n\n",
-                                 MarkdownCell(RegressVerdict(r)), "\n\n");
+  std::string out = absl::StrCat("### prefixsim regress: suite `", r.suite,
+                                 "`: ", r.regressed ? "**REGRESSED**" : "all within tolerance",
+                                 "\n\n", MarkdownCell(RegressVerdict(r)), "\n\n");
   bool any = false;
   for (const RegressRow& row : r.rows) {
     if (!Shown(row)) continue;
@@ -550,12 +564,12 @@ std::string FormatRegressMarkdown(const RegressReport& r) {
 }
 
 std::string FormatRegressJUnit(const RegressReport& r) {
-  const int64_t failures = r.Count(RegressStatus::kRegressed) +
-                           r.Count(RegressStatus::kChanged) + r.Count(RegressStatus::kMissing);
+  const int64_t failures = r.Count(RegressStatus::kRegressed) + r.Count(RegressStatus::kChanged) +
+                           r.Count(RegressStatus::kMissing);
   const int64_t skipped = r.Count(RegressStatus::kNotApplicable);
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  const std::string counts = absl::StrFormat("tests=\"%d\" failures=\"%d\" errors=\"0\"",
-                                             r.rows.size(), failures);
+  const std::string counts =
+      absl::StrFormat("tests=\"%d\" failures=\"%d\" errors=\"0\"", r.rows.size(), failures);
   absl::StrAppend(&out, "<testsuites name=\"prefixsim regress\" ", counts, ">\n");
   absl::StrAppend(&out, "  <testsuite name=\"", XmlEscape(r.suite), "\" ", counts,
                   absl::StrFormat(" skipped=\"%d\"", skipped), ">\n");
@@ -569,9 +583,9 @@ std::string FormatRegressJUnit(const RegressReport& r) {
       continue;
     }
     const Cells c = FormatCells(row);
-    std::string detail = absl::StrCat("baseline ", c.baseline, ", now ", c.now, ", delta ",
-                                      c.delta, ", tolerance ", row.tolerance, ": ",
-                                      RegressStatusName(row.status));
+    std::string detail =
+        absl::StrCat("baseline ", c.baseline, ", now ", c.now, ", delta ", c.delta, ", tolerance ",
+                     row.tolerance, ": ", RegressStatusName(row.status));
     if (!row.note.empty()) absl::StrAppend(&detail, " (", row.note, ")");
     if (IsFailure(row.status)) {
       absl::StrAppend(&out, ">\n      <failure type=\"", RegressStatusName(row.status),

@@ -291,8 +291,8 @@ absl::Status ParseTolerance(const std::string& file, const std::string& field, c
       }
       (k == "abs" ? both.abs : both.rel) = v.get<double>();
     } else if (k == "direction") {
-      if (!v.is_string() ||
-          (v.get<std::string>() != "higher_is_better" && v.get<std::string>() != "lower_is_better")) {
+      if (!v.is_string() || (v.get<std::string>() != "higher_is_better" &&
+                             v.get<std::string>() != "lower_is_better")) {
         return FieldError(file, sub, "expected \"higher_is_better\" or \"lower_is_better\"");
       }
       direction = v.get<std::string>();
