@@ -38,7 +38,8 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
       "missing from the baseline); 2: bad input; 1: runtime failure (docs/scenarios.md)");
   cmd->add_option("--suite,-s", o->suite, "suite: a scenario file with tolerances")->required();
   cmd->add_option("--baseline,-b", o->baseline, "baseline JSON (point id -> metrics)")->required();
-  cmd->add_flag("--update", o->update, "rewrite the baseline with this run's metrics");
+  cmd->add_flag("--update", o->update,
+                "rewrite the baseline with every metric of this run (keyed by dotted path)");
   cmd->add_option("--jobs,-j", o->jobs, "points run in parallel (default: cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--format", o->format,
