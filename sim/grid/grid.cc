@@ -91,8 +91,8 @@ absl::StatusOr<Json> RunPoint(const Scenario& scenario, const Point& point,
   return ReplayResultToJson(result, report);
 }
 
-Json HeadlineMetrics(const Json& s) {
-  static const std::pair<const char*, const char*> kMetrics[] = {
+const std::vector<std::pair<std::string, std::string>>& HeadlineMetricPointers() {
+  static const auto* kMetrics = new std::vector<std::pair<std::string, std::string>>{
       {"hit_rate", "/prefix_cache/hit_rate"},
       {"queries", "/prefix_cache/queries"},
       {"hits", "/prefix_cache/hits"},
@@ -112,8 +112,12 @@ Json HeadlineMetrics(const Json& s) {
       {"sim_time_s", "/sim_time_s"},
       {"wall_time_s", "/wall_time_s"},
   };
+  return *kMetrics;
+}
+
+Json HeadlineMetrics(const Json& s) {
   Json m = Json::object();
-  for (const auto& [name, pointer] : kMetrics) {
+  for (const auto& [name, pointer] : HeadlineMetricPointers()) {
     const Json::json_pointer ptr(pointer);
     if (s.contains(ptr)) m[name] = s.at(ptr);
   }
@@ -348,83 +352,7 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
   return absl::OkStatus();
 }
 
-Json BaselineJson(const Scenario& suite, const std::vector<Json>& summaries) {
-  Json b;
-  b["suite"] = suite.name;
-  b["points"] = Json::object();
-  for (size_t i = 0; i < suite.points.size(); ++i) {
-    const Point& p = suite.points[i];
-    Json e;
-    e["index"] = p.index;
-    e["values"] = p.values;
-    Json m = HeadlineMetrics(summaries[i]);
-    m.erase("wall_time_s");
-    e["metrics"] = m;
-    b["points"][p.id] = e;
-  }
-  return b;
-}
-
-static absl::StatusOr<RegressReport> CompareUnchecked(const Scenario& suite,
-                                                      const std::vector<Json>& summaries,
-                                                      const std::string& baseline_path) {
-  PREFIXSIM_ASSIGN_OR_RETURN(Json b, ReadJsonFile(baseline_path));
-  if (!b.is_object() || !b.contains("suite") || !b["suite"].is_string()) {
-    return FieldError(baseline_path, "suite", "missing (not a regress baseline)");
-  }
-  if (b["suite"].get<std::string>() != suite.name) {
-    return FieldError(baseline_path, "suite",
-                      absl::StrCat("baseline of suite '", b["suite"].get<std::string>(),
-                                   "', not of '", suite.name, "' (", suite.path, ")"));
-  }
-  if (!b.contains("points") || !b["points"].is_object()) {
-    return FieldError(baseline_path, "points", "expected an object of point id -> metrics");
-  }
-  RegressReport report;
-  for (size_t i = 0; i < suite.points.size(); ++i) {
-    const Point& p = suite.points[i];
-    const std::string label = absl::StrCat(p.index, "-", p.id);
-    if (!b["points"].contains(p.id)) {
-      report.rows.push_back({label, "(point)", "missing", "new", "-", true});
-      report.regressed = true;
-      continue;
-    }
-    const Json& base = b["points"][p.id]["metrics"];
-    const Json now = HeadlineMetrics(summaries[i]);
-    for (const auto& [metric, tol] : suite.tolerances) {
-      const bool has_b = base.contains(metric) && base[metric].is_number();
-      const bool has_n = now.contains(metric) && now[metric].is_number();
-      if (!has_b && !has_n) continue;
-      if (has_b != has_n) {
-        report.rows.push_back({label, metric, has_b ? CellText(base[metric]) : "missing",
-                               has_n ? CellText(now[metric]) : "missing", "-", true});
-        report.regressed = true;
-        continue;
-      }
-      const double bv = base[metric].get<double>();
-      const double nv = now[metric].get<double>();
-      if (bv == nv) continue;
-      const double diff = std::abs(nv - bv);
-      double allowed = 0;
-      std::string tol_text;
-      if (tol.abs >= 0) {
-        allowed = std::max(allowed, tol.abs);
-        tol_text = absl::StrCat("abs ", tol.abs);
-      }
-      if (tol.rel >= 0) {
-        allowed = std::max(allowed, tol.rel * std::abs(bv));
-        tol_text += absl::StrCat(tol_text.empty() ? "" : " / ", "rel ", tol.rel);
-      }
-      const bool regressed = diff > allowed;
-      report.rows.push_back(
-          {label, metric, CellText(base[metric]), CellText(now[metric]), tol_text, regressed});
-      report.regressed |= regressed;
-    }
-  }
-  return report;
-}
-
-// Point files and baselines are JSON written by us, but may have been edited: a field of the
+// Point files are JSON written by us, but may have been edited: a field of the
 // wrong type is bad input, not a crash.
 absl::Status MergeSweepDirs(const std::vector<std::string>& dirs, const std::string& out_dir,
                             bool require_complete) {
@@ -433,17 +361,6 @@ absl::Status MergeSweepDirs(const std::vector<std::string>& dirs, const std::str
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("sweep merge: malformed point file in ",
                                                    absl::StrJoin(dirs, " "), ": ", e.what()));
-  }
-}
-
-absl::StatusOr<RegressReport> CompareWithBaseline(const Scenario& suite,
-                                                  const std::vector<Json>& summaries,
-                                                  const std::string& baseline_path) {
-  try {
-    return CompareUnchecked(suite, summaries, baseline_path);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(baseline_path, ": field points: malformed baseline: ", e.what()));
   }
 }
 

@@ -24,9 +24,19 @@ struct Point {
   std::vector<std::string> axes;  // keys varied by the point's grid, in file order
 };
 
-struct Tolerance {
+// One side of a tolerance: a change that way holds while it is at most max(abs, rel x
+// |baseline|). A side with neither set is unbounded: a change that way is an improvement.
+struct ToleranceBound {
   double abs = -1;  // < 0: not set
   double rel = -1;
+  bool bounded() const { return abs >= 0 || rel >= 0; }
+};
+
+// A metric's tolerance in a regress suite (docs/scenarios.md "Tolerances"): `{"abs", "rel"}`
+// bound both sides; `direction` or `max_increase`/`max_decrease` leave one side unbounded.
+struct Tolerance {
+  ToleranceBound increase;
+  ToleranceBound decrease;
 };
 
 struct Scenario {
@@ -35,7 +45,9 @@ struct Scenario {
   std::string name;
   std::vector<std::string> axis_keys;  // union over the grids, first-seen order
   std::vector<Point> points;
-  std::vector<std::pair<std::string, Tolerance>> tolerances;  // regress only, file order
+  // regress only, file order; the metric name as written (checked by CheckTolerances,
+  // sim/grid/regress.h).
+  std::vector<std::pair<std::string, Tolerance>> tolerances;
 };
 
 // Keys an axis (or the base) may set.
@@ -63,6 +75,9 @@ absl::StatusOr<nlohmann::ordered_json> RunPoint(const Scenario& scenario, const 
 
 // Headline metrics of a summary (hit_rate, ttft_p99_ms, ...), in a fixed order.
 nlohmann::ordered_json HeadlineMetrics(const nlohmann::ordered_json& summary);
+// The headline names and the JSON pointers into the summary they read, in that order
+// (regress takes the names as aliases of the pointers' dotted paths).
+const std::vector<std::pair<std::string, std::string>>& HeadlineMetricPointers();
 
 struct SweepOptions {
   std::string out_dir;
@@ -100,25 +115,6 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& text);
 std::vector<absl::StatusOr<nlohmann::ordered_json>> RunPoints(const Scenario& scenario,
                                                               const std::vector<Point>& points,
                                                               int jobs, bool include_wall_time);
-
-// Regression check of a suite against a baseline file.
-struct RegressRow {
-  std::string point;  // "<index>-<id>"
-  std::string metric;
-  std::string baseline;
-  std::string now;
-  std::string tolerance;
-  bool regressed = false;
-};
-struct RegressReport {
-  std::vector<RegressRow> rows;  // what moved (regressed or not)
-  bool regressed = false;
-};
-nlohmann::ordered_json BaselineJson(const Scenario& suite,
-                                    const std::vector<nlohmann::ordered_json>& summaries);
-absl::StatusOr<RegressReport> CompareWithBaseline(
-    const Scenario& suite, const std::vector<nlohmann::ordered_json>& summaries,
-    const std::string& baseline_path);
 
 }  // namespace prefixsim::grid
 

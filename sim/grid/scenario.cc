@@ -249,6 +249,77 @@ absl::Status CheckBase(const std::string& file, const std::string& where, const 
   return absl::OkStatus();
 }
 
+constexpr const char* kToleranceForms =
+    "expected {\"abs\": x} and/or {\"rel\": x} (optionally with \"direction\": "
+    "\"higher_is_better\" or \"lower_is_better\"), or {\"max_increase\": ...} and/or "
+    "{\"max_decrease\": ...}";
+
+// `v`: a number (an absolute bound) or {"abs": x, "rel": y}.
+absl::Status ParseBound(const std::string& file, const std::string& field, const Json& v,
+                        ToleranceBound& out) {
+  if (v.is_number()) {
+    if (v.get<double>() < 0) return FieldError(file, field, "expected a number >= 0");
+    out.abs = v.get<double>();
+    return absl::OkStatus();
+  }
+  if (!v.is_object() || v.empty()) {
+    return FieldError(file, field, "expected a number >= 0 or {\"abs\": x, \"rel\": y}");
+  }
+  for (const auto& [k, x] : v.items()) {
+    if (k != "abs" && k != "rel") {
+      return FieldError(file, field + "." + k, "unknown field (known: abs, rel)");
+    }
+    if (!x.is_number() || x.get<double>() < 0) {
+      return FieldError(file, field + "." + k, "expected a number >= 0");
+    }
+    (k == "abs" ? out.abs : out.rel) = x.get<double>();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTolerance(const std::string& file, const std::string& field, const Json& tol,
+                            Tolerance& out) {
+  if (!tol.is_object() || tol.empty()) return FieldError(file, field, kToleranceForms);
+  ToleranceBound both;
+  std::string direction;
+  bool one_sided_form = false;
+  for (const auto& [k, v] : tol.items()) {
+    const std::string sub = field + "." + k;
+    if (k == "abs" || k == "rel") {
+      if (!v.is_number() || v.get<double>() < 0) {
+        return FieldError(file, sub, "expected a number >= 0");
+      }
+      (k == "abs" ? both.abs : both.rel) = v.get<double>();
+    } else if (k == "direction") {
+      if (!v.is_string() || (v.get<std::string>() != "higher_is_better" &&
+                             v.get<std::string>() != "lower_is_better")) {
+        return FieldError(file, sub, "expected \"higher_is_better\" or \"lower_is_better\"");
+      }
+      direction = v.get<std::string>();
+    } else if (k == "max_increase" || k == "max_decrease") {
+      one_sided_form = true;
+      PREFIXSIM_RETURN_IF_ERROR(
+          ParseBound(file, sub, v, k == "max_increase" ? out.increase : out.decrease));
+    } else {
+      return FieldError(file, sub,
+                        "unknown field (known: abs, rel, direction, max_increase, max_decrease)");
+    }
+  }
+  if (one_sided_form) {
+    // Two ways of saying which side is bounded would have to agree; one way is clearer.
+    if (both.bounded() || !direction.empty()) {
+      return FieldError(file, field,
+                        "give either abs/rel (with an optional direction) or "
+                        "max_increase/max_decrease, not both");
+    }
+    return absl::OkStatus();
+  }
+  if (!both.bounded()) return FieldError(file, field, kToleranceForms);
+  out.increase = direction == "higher_is_better" ? ToleranceBound{} : both;
+  out.decrease = direction == "lower_is_better" ? ToleranceBound{} : both;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<PointConfig> ConfigFor(const Scenario& scenario, const Point& point) {
@@ -348,16 +419,8 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path) {
     const Json& t = j["tolerances"];
     if (!t.is_object()) return FieldError(path, "tolerances", "expected an object");
     for (const auto& [metric, tol] : t.items()) {
-      const std::string field = "tolerances." + metric;
-      if (!tol.is_object()) return FieldError(path, field, "expected {\"abs\": x} or {\"rel\": x}");
       Tolerance tv;
-      for (const auto& [k, v] : tol.items()) {
-        if ((k != "abs" && k != "rel") || !v.is_number() || v.get<double>() < 0) {
-          return FieldError(path, field + "." + k, "expected abs or rel, a number >= 0");
-        }
-        (k == "abs" ? tv.abs : tv.rel) = v.get<double>();
-      }
-      if (tv.abs < 0 && tv.rel < 0) return FieldError(path, field, "give abs or rel");
+      PREFIXSIM_RETURN_IF_ERROR(ParseTolerance(path, "tolerances." + metric, tol, tv));
       s.tolerances.emplace_back(metric, tv);
     }
   }
