@@ -28,7 +28,8 @@ int KvDtypeBytes(KvDtype dtype);
 struct LayerSpec {
   LayerKind kind = LayerKind::kFullAttention;
   int count = 1;
-  // full_attention / sliding_window / chunked_local shape (per tensor-parallel rank).
+  // full_attention / sliding_window / chunked_local shape. After loading (LoadModel,
+  // ParseModelJson) every shape is per tensor-parallel rank (docs/planner.md).
   int num_kv_heads = 0;
   int head_size = 0;
   int head_size_v = 0;  // 0: same as head_size.
@@ -40,6 +41,8 @@ struct LayerSpec {
   int64_t sliding_window = 0;        // tokens; sliding_window only.
   int64_t attention_chunk_size = 0;  // tokens; chunked_local only.
   int64_t state_bytes = 0;           // mamba only: the whole per-request state page.
+  // mamba only: the heads the state is split by over tensor-parallel ranks (0: not given).
+  int num_heads = 0;
   KvDtype kv_dtype = KvDtype::kBf16;
   // Speculative-decoding drafter layers exist only when the engine enables speculation.
   bool drafter = false;
@@ -57,16 +60,30 @@ struct ModelSpec {
   double active_params = 0;
   std::string active_params_source;  // where the number comes from
   std::string source;  // where it was read from (for messages)
-};
-
-// Options for reading a model file. HuggingFace configs lack some fields; these supply them.
-struct ModelLoadOptions {
+  // The tensor-parallel size the layer shapes are per rank for, and the kv_cache_dtype applied
+  // to the attention layers (nullopt: "auto", each layer's own). The planner refuses an engine
+  // whose tensor_parallel_size / kv_cache_dtype differ: load the model with the engine's.
   int tensor_parallel_size = 1;
-  std::optional<KvDtype> kv_dtype;  // default KV dtype for HF configs (bf16 if unset)
+  std::optional<KvDtype> kv_cache_dtype;
+  // Values the loader supplied because the file left them out, or rules it applied that the file
+  // cannot confirm (e.g. HF's num_key_value_heads default); the plan lists them as warnings.
+  std::vector<std::string> assumptions;
 };
 
-// Parses a native model JSON (DESIGN §4.2). `source` names the file in error messages.
-absl::StatusOr<ModelSpec> ParseModelJson(std::string_view text, std::string_view source);
+// Options for reading a model file: the engine's tensor_parallel_size and kv_cache_dtype, which
+// turn the file's shapes into per-rank shapes (docs/planner.md).
+struct ModelLoadOptions {
+  // Unset: the model's own (native JSON "tensor_parallel_size", default 1; HF configs: 1).
+  std::optional<int> tensor_parallel_size;
+  // Unset: vLLM's "auto" (each layer's kv_dtype; HF: the checkpoint's). Set: every attention
+  // layer's KV dtype; mamba states keep theirs (vLLM's mamba_cache_dtype is separate).
+  std::optional<KvDtype> kv_dtype;
+};
+
+// Parses a native model JSON (DESIGN §4.2) and applies `options`. `source` names the file in
+// error messages.
+absl::StatusOr<ModelSpec> ParseModelJson(std::string_view text, std::string_view source,
+                                         const ModelLoadOptions& options = {});
 
 // Reads a model file: the native form, or a HuggingFace config.json (detected by its fields),
 // or the name of a preset in configs/models/ (without ".json").

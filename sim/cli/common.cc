@@ -32,13 +32,15 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
       ->check(CLI::NonNegativeNumber);
   g->add_option("--prefix-match-unit", o.prefix_match_unit, "hash block size override (tokens)")
       ->check(CLI::PositiveNumber);
-  g->add_option("--tensor-parallel-size", o.tensor_parallel_size, "TP size (HF configs)")
+  g->add_option("--tensor-parallel-size", o.tensor_parallel_size,
+                "TP ranks: attention KV heads split over them (one per rank at least), MLA "
+                "latent replicated, mamba states split; kv_cache_bytes stays per GPU")
       ->check(CLI::PositiveNumber);
   g->add_option("--num-speculative-tokens", o.num_speculative_tokens,
                 "draft tokens per step (0 turns speculative decoding off)")
       ->check(CLI::NonNegativeNumber);
   g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                "KV dtype for HuggingFace configs: auto, bf16, fp16, fp8, fp32");
+                "KV dtype of every attention layer: auto (the model's), bf16, fp16, fp8, fp32");
   g->add_option("--mamba-spec-boundary-states", o.mamba_spec_boundary_states,
                 "align-mode mamba states at block boundaries crossed inside a verify step: "
                 "cached (vLLM) or skipped");

@@ -57,6 +57,9 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("compare", loaded.status());
       return;
     }
+    for (const std::string& a : loaded->model.assumptions) {
+      std::cerr << "prefixsim compare: assumption: " << a << "\n";
+    }
     std::vector<KvPlan> plans;
     for (const std::string& policy : policies) {
       auto plan = ResolvePlanForServing(loaded->model, loaded->engine, policy);

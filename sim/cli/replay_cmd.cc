@@ -55,6 +55,9 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("replay", loaded.status());
       return;
     }
+    for (const std::string& a : loaded->model.assumptions) {
+      std::cerr << "prefixsim replay: assumption: " << a << "\n";
+    }
     auto plan = ResolvePlanForServing(loaded->model, loaded->engine, options->policy);
     if (!plan.ok()) {
       ctx.exit_code = ReportError("replay", plan.status());

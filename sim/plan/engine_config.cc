@@ -5,10 +5,19 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/engine_config.h"
 #include "prefixsim/status.h"
+#include "sim/plan/config_fields.h"
 #include "sim/plan/json_config.h"
 
 namespace prefixsim {
 namespace {
+
+const std::vector<std::string_view>& EngineFieldsAt(std::string_view path) {
+  for (const ConfigObjectFields& object : EngineJsonFields()) {
+    if (object.path == path) return object.fields;
+  }
+  PREFIXSIM_CHECK(false);
+  return EngineJsonFields().front().fields;
+}
 
 struct BuiltinBackend {
   std::string_view name;
@@ -61,6 +70,7 @@ absl::StatusOr<AttentionBackend> ParseBackend(const JsonConfig& doc, const nlohm
   if (!value.is_object()) {
     return doc.Error(path, "must be a backend name or an object {name, kernel_block_sizes}");
   }
+  PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, value, path, EngineFieldsAt("backend")));
   AttentionBackend backend;
   PREFIXSIM_ASSIGN_OR_RETURN(auto name, doc.OptionalString(value, path, "name"));
   if (!name) return doc.Error(JsonConfig::Join(path, "name"), "missing");
@@ -108,6 +118,7 @@ absl::Status ParseSpeculative(const JsonConfig& doc, const nlohmann::json& value
   const std::string path = "speculative";
   if (value.is_null()) return absl::OkStatus();
   if (!value.is_object()) return doc.Error(path, "must be an object or null");
+  PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, value, path, EngineFieldsAt(path)));
   PREFIXSIM_ASSIGN_OR_RETURN(auto method, doc.OptionalString(value, path, "method"));
   if (method) spec.method = *method;
   PREFIXSIM_ASSIGN_OR_RETURN(auto k, doc.OptionalInt(value, path, "num_speculative_tokens", 0));
@@ -119,6 +130,7 @@ absl::Status ParseSpeculative(const JsonConfig& doc, const nlohmann::json& value
   if (acceptance != value.end() && !acceptance->is_null()) {
     const std::string apath = "speculative.acceptance";
     if (!acceptance->is_object()) return doc.Error(apath, "must be an object");
+    PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, *acceptance, apath, EngineFieldsAt(apath)));
     PREFIXSIM_ASSIGN_OR_RETURN(auto model, doc.OptionalString(*acceptance, apath, "model"));
     if (model) spec.acceptance.model = *model;
     for (std::string_view key : {"rates", "histogram"}) {
@@ -146,6 +158,7 @@ absl::Status ParseCostModel(const JsonConfig& doc, const nlohmann::json& value,
                             CostModelConfig& cost) {
   const std::string path = "cost_model";
   if (!value.is_object()) return doc.Error(path, "must be an object");
+  PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, value, path, EngineFieldsAt(path)));
   PREFIXSIM_ASSIGN_OR_RETURN(auto kind, doc.OptionalString(value, path, "kind"));
   if (kind) cost.kind = *kind;
   PREFIXSIM_ASSIGN_OR_RETURN(auto gpu, doc.OptionalString(value, path, "gpu"));
@@ -175,6 +188,7 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
     return absl::OkStatus();
   }
   if (!it->is_object()) return doc.Error("router", "must be a router name or an object {name, ...}");
+  PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, *it, "router", EngineFieldsAt("router")));
   PREFIXSIM_ASSIGN_OR_RETURN(auto name, doc.OptionalString(*it, "router", "name"));
   if (name) fleet.router = *name;
   PREFIXSIM_ASSIGN_OR_RETURN(auto weight,
@@ -186,6 +200,25 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
 }
 
 }  // namespace
+
+const std::vector<ConfigObjectFields>& EngineJsonFields() {
+  static const auto* fields = new std::vector<ConfigObjectFields>{
+      {"", {"block_size", "backend", "backends", "kv_cache_bytes", "num_gpu_blocks",
+            "max_num_batched_tokens", "max_num_seqs", "max_model_len",
+            "long_prefill_token_threshold", "prefix_match_unit", "enable_prefix_caching",
+            "enable_chunked_prefill", "disable_hybrid_kv_cache_manager", "mamba_cache_mode",
+            "mamba_spec_boundary_states", "kv_cache_dtype", "tensor_parallel_size",
+            "decode_context_parallel_size", "skip_page_size_padded", "speculative", "cost_model",
+            "replicas", "router", "description"}},
+      // An object value of "backend" or of "backends.<kind>".
+      {"backend", {"name", "kernel_block_sizes", "preferred_block_size"}},
+      {"speculative", {"method", "num_speculative_tokens", "eagle_block_drop", "acceptance"}},
+      {"speculative.acceptance", {"model", "rates", "histogram"}},
+      {"cost_model", {"kind", "gpu", "table"}},
+      {"router", {"name", "overlap_weight", "ttft_slo_ms"}},
+  };
+  return *fields;
+}
 
 absl::StatusOr<AttentionBackend> LookupBackend(std::string_view name) {
   const std::string upper = absl::AsciiStrToUpper(AbslView(name));
@@ -235,6 +268,7 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
   PREFIXSIM_ASSIGN_OR_RETURN(JsonConfig doc, JsonConfig::Parse(text, source));
   const nlohmann::json& root = doc.root();
   if (!root.is_object()) return doc.Error("", "an engine config must be a JSON object");
+  PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, root, "", EngineFieldsAt("")));
   EngineConfig engine;
   engine.source = std::string(source);
   engine.default_backend = *LookupBackend("FLASH_ATTN");

@@ -161,7 +161,17 @@ struct HfContext {
   int tp = 1;
   KvDtype kv_dtype = KvDtype::kBf16;
   int model_dtype_bytes = 2;  // conv / default mamba state element size
+  // Defaults applied for fields the config left out (ModelSpec::assumptions).
+  std::vector<std::string>* assumptions = nullptr;
 };
+
+void Assume(const HfContext& ctx, std::string text) {
+  if (ctx.assumptions == nullptr) return;
+  if (std::find(ctx.assumptions->begin(), ctx.assumptions->end(), text) ==
+      ctx.assumptions->end()) {
+    ctx.assumptions->push_back(std::move(text));
+  }
+}
 
 // The per-layer list a mapping function produces, in model order.
 struct HfLayers {
@@ -215,9 +225,18 @@ absl::StatusOr<AttentionShape> ReadAttentionShape(const HfContext& ctx,
       return c.Error("num_key_value_heads", "missing (and no 'num_attention_heads' to default to)");
     }
     kv_heads = heads;
+    // HF's config classes (LlamaConfig and the others mapped here) default it the same way "for
+    // backward compatibility": plain multi-head attention, the largest KV cache possible.
+    Assume(ctx, absl::StrCat("field '", c.FieldName("num_key_value_heads"),
+                             "' missing: using num_attention_heads = ", *heads,
+                             " KV heads (HF's default: multi-head attention)"));
   }
   PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, c.OptionalInt("head_dim"));
-  if (!head_dim.has_value()) head_dim = default_head_dim;
+  if (!head_dim.has_value() && default_head_dim.has_value()) {
+    head_dim = default_head_dim;
+    Assume(ctx, absl::StrCat("field '", c.FieldName("head_dim"), "' missing: using ",
+                             *head_dim, " (the config class default)"));
+  }
   if (!head_dim.has_value()) {
     PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> hidden, c.OptionalInt("hidden_size"));
     if (!hidden.has_value() || !heads.has_value()) {
@@ -230,6 +249,9 @@ absl::StatusOr<AttentionShape> ReadAttentionShape(const HfContext& ctx,
                                               *heads));
     }
     head_dim = *hidden / *heads;
+    Assume(ctx, absl::StrCat("field '", c.FieldName("head_dim"),
+                             "' missing: using hidden_size / num_attention_heads = ", *head_dim,
+                             " (HF's default)"));
   }
   AttentionShape shape;
   PREFIXSIM_ASSIGN_OR_RETURN(shape.kv_heads,
@@ -692,9 +714,10 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
     return absl::InvalidArgumentError(
         absl::StrCat(AbslView(source), ": a HuggingFace config must be a JSON object"));
   }
-  if (options.tensor_parallel_size < 1) {
+  const int tp = options.tensor_parallel_size.value_or(1);
+  if (tp < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        AbslView(source), ": tensor_parallel_size must be at least 1, got ", options.tensor_parallel_size));
+        AbslView(source), ": tensor_parallel_size must be at least 1, got ", tp));
   }
 
   // Multimodal wrappers (Gemma 3, Llama 4, Qwen3.5, Kimi-K2.5) nest the language model in
@@ -731,16 +754,23 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
 
   // Class defaults fill the fields the saved config left out (a null stays null).
   Json with_defaults;
+  std::vector<std::string> assumptions;
   if (!family->defaults.empty()) {
     with_defaults = *text_config;
     const Json defaults = Json::parse(family->defaults);
     for (auto it = defaults.begin(); it != defaults.end(); ++it) {
-      if (!with_defaults.contains(it.key())) with_defaults[it.key()] = it.value();
+      if (!with_defaults.contains(it.key())) {
+        with_defaults[it.key()] = it.value();
+        assumptions.push_back(absl::StrCat(
+            "field '", path.empty() ? it.key() : absl::StrCat(path, ".", it.key()),
+            "' missing: using the config class default ", it.value().dump()));
+      }
     }
     text_config = &with_defaults;
   }
   HfContext ctx{HfObject(*text_config, path, doc)};
-  ctx.tp = options.tensor_parallel_size;
+  ctx.tp = tp;
+  ctx.assumptions = &assumptions;
   // The model dtype: torch_dtype (older transformers) or dtype (newer), on either level.
   std::string model_dtype;
   for (const Json* object : std::vector<const Json*>{text_config, &root}) {
@@ -779,6 +809,9 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
   model.name = NameFromSource(source, root, inner_type.empty() ? outer_type : inner_type);
   AppendMerged(layers.target, /*drafter=*/false, model.layers);
   AppendMerged(layers.drafter, /*drafter=*/true, model.layers);
+  model.tensor_parallel_size = tp;
+  model.kv_cache_dtype = options.kv_dtype;
+  model.assumptions = std::move(assumptions);
   return model;
 }
 

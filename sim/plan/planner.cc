@@ -138,7 +138,25 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
     return absl::InvalidArgumentError(absl::StrCat(model.source.empty() ? model.name : model.source,
                                                    " with ", engine.source, ": ", AbslView(message)));
   };
+  // Shapes are per rank for the tensor_parallel_size and kv_cache_dtype the model was loaded with
+  // (LoadModel's options); planning them for other values would silently ignore the engine's.
+  if (model.tensor_parallel_size != engine.tensor_parallel_size) {
+    return bad(absl::StrCat("the model's shapes are per rank at tensor_parallel_size ",
+                            model.tensor_parallel_size, " but the engine has ",
+                            engine.tensor_parallel_size,
+                            ": load the model with the engine's tensor_parallel_size"));
+  }
+  if (model.kv_cache_dtype != engine.kv_cache_dtype) {
+    auto name = [](const std::optional<KvDtype>& d) {
+      return d ? std::string(KvDtypeName(*d)) : std::string("auto");
+    };
+    return bad(absl::StrCat("the model was loaded with kv_cache_dtype ",
+                            name(model.kv_cache_dtype), " but the engine has ",
+                            name(engine.kv_cache_dtype),
+                            ": load the model with the engine's kv_cache_dtype"));
+  }
   KvPlan plan;
+  plan.warnings = model.assumptions;
   plan.policy = std::string(policy->name());
   plan.enable_prefix_caching = engine.enable_prefix_caching;
   plan.max_model_len = engine.max_model_len;

@@ -100,7 +100,8 @@ TEST(FleetCliTest, CompareReportsReplicasPerPolicy) {
 
 TEST(FleetCliTest, EngineJsonCarriesReplicasAndRouter) {
   const std::string engine = Temp("fleet_engine.json");
-  std::ofstream(engine) << R"({"kv_cache_bytes": 68719476736, "replicas": 2,
+  // TP 4: kimi-k3-like's shapes are per rank at TP 4.
+  std::ofstream(engine) << R"({"kv_cache_bytes": 68719476736, "replicas": 2, "tensor_parallel_size": 4,
     "router": {"name": "kv_aware", "overlap_weight": 2.5},
     "speculative": {"method": "dspark", "num_speculative_tokens": 3,
                     "acceptance": {"model": "per_position", "rates": [0.8, 0.6, 0.4]}}})";

@@ -155,6 +155,7 @@ TEST(PlannerTest, MlaPlusSwaWithoutMambaUsesFullAllocationFallback) {
   swa.sliding_window = 4096;
   model.layers = {mla, swa};
   EngineConfig engine = Engine("kimi-k3");
+  model.tensor_parallel_size = engine.tensor_parallel_size;  // the shapes above are per rank
   KvPlan plan = Plan(model, engine, "new");  // SWA page 64*1024... new: block 64 -> 65,536 B
   // P = 64 (FlashMLA preference): MLA page 36,864 B < SWA page 65,536 B, not a divisor.
   EXPECT_TRUE(plan.full_allocation_fallback);

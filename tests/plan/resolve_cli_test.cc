@@ -104,7 +104,7 @@ TEST(ResolveCliTest, BadInputExitsTwoNamingFileAndField) {
 }
 
 TEST(ResolveCliTest, MlaThatCanBeNeitherScaledNorPaddedExitsTwo) {
-  const std::string model = WriteTemp("mla_fp8.json", R"({"name": "kimi-fp8", "layers": [
+  const std::string model = WriteTemp("mla_fp8.json", R"({"name": "kimi-fp8", "tensor_parallel_size": 4, "layers": [
     {"kind": "mla", "count": 24, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "kv_dtype": "fp8"},
     {"kind": "mamba", "count": 69, "state_bytes": 1740800},
     {"kind": "sliding_window", "count": 5, "num_kv_heads": 4, "head_size": 128,
