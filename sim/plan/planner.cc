@@ -10,6 +10,7 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
+#include "sim/util/did_you_mean.h"
 
 namespace prefixsim {
 namespace {
@@ -130,7 +131,9 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
                                      std::string_view policy_name) {
   const BlockSizePolicy* policy = FindPolicy(policy_name);
   if (policy == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown policy '", AbslView(policy_name), "' (known: ",
+    return absl::InvalidArgumentError(absl::StrCat("unknown policy '", AbslView(policy_name), "'",
+                                                   DidYouMean(policy_name, RegisteredPolicyNames()),
+                                                   " (known: ",
                                                    absl::StrJoin(RegisteredPolicyNames(), ", "),
                                                    ")"));
   }
