@@ -36,8 +36,9 @@ const CLI::Validator kPositive(
 // refused with the reason rather than misread (compare/replay --capacities do take bytes).
 const CLI::Validator kCapacityBlocks(
     [](std::string& value) -> std::string {
-      const bool has_unit = std::any_of(value.begin(), value.end(),
-                                        [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+      const bool has_unit = std::any_of(value.begin(), value.end(), [](char c) {
+        return std::isalpha(static_cast<unsigned char>(c));
+      });
       if (has_unit) {
         return "'" + value +
                "' is a memory size, but analyze has no model or engine to turn bytes into "

@@ -71,9 +71,9 @@ absl::Status CheckOutputFile(const std::string& path, std::string_view flag) {
   fs::path folder = fs::path(path).parent_path();
   if (folder.empty()) folder = ".";
   if (!fs::is_directory(folder, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        AbslView(flag), " ", path, ": folder ", folder.string(),
-        fs::exists(folder, ec) ? " is not a directory" : " does not exist"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(flag), " ", path, ": folder ", folder.string(),
+                     fs::exists(folder, ec) ? " is not a directory" : " does not exist"));
   }
   return CheckWritableFolder(folder, path, flag);
 }

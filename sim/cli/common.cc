@@ -99,7 +99,8 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     if (!fleet::IsRegisteredRouter(*o.router)) {
       return absl::InvalidArgumentError(
           absl::StrCat("flag --router: unknown router '", *o.router, "'",
-                       DidYouMean(*o.router, fleet::RegisteredRouters()), " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+                       DidYouMean(*o.router, fleet::RegisteredRouters()),
+                       " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
     }
     engine.fleet.router = *o.router;
   }
@@ -171,9 +172,10 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
         absl::StrCat(engine.source, " with command-line overrides: ", valid.message()));
   }
   if (!fleet::IsRegisteredRouter(engine.fleet.router)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        engine.source, ": field 'router': unknown router '", engine.fleet.router, "'",
-        DidYouMean(engine.fleet.router, fleet::RegisteredRouters()), " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(engine.source, ": field 'router': unknown router '", engine.fleet.router, "'",
+                     DidYouMean(engine.fleet.router, fleet::RegisteredRouters()),
+                     " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
   }
   return absl::OkStatus();
 }

@@ -46,9 +46,9 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
   cmd->callback([options, &ctx] {
     InstallInterruptHandlers();
     // Outputs first: a path that cannot be written fails now, not after the whole replay.
-    for (const auto& [path, flag] : {std::pair{&options->json_path, "--json"},
-                                     std::pair{&options->csv_path, "--csv"},
-                                     std::pair{&options->html.html_path, "--html"}}) {
+    for (const auto& [path, flag] :
+         {std::pair{&options->json_path, "--json"}, std::pair{&options->csv_path, "--csv"},
+          std::pair{&options->html.html_path, "--html"}}) {
       if (absl::Status s = CheckOutputFile(*path, flag); !s.ok()) {
         ctx.exit_code = ReportError("replay", s);
         return;

@@ -2,12 +2,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
-#include <cstdlib>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"

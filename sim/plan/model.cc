@@ -1,10 +1,11 @@
+#include "prefixsim/model.h"
+
 #include <algorithm>
 #include <array>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/model.h"
 #include "prefixsim/status.h"
 #include "sim/plan/json_config.h"
 
@@ -191,8 +192,9 @@ absl::StatusOr<ModelSpec> LoadModel(std::string_view path_or_preset,
     const std::filesystem::path config = std::filesystem::path(arg) / "config.json";
     if (!std::filesystem::is_regular_file(config, ec)) {
       return absl::NotFoundError(absl::StrCat(
-          arg, ": a directory without config.json (--model takes a model JSON, a HuggingFace "
-               "config.json, a HuggingFace model directory holding one, or a preset name)"));
+          arg,
+          ": a directory without config.json (--model takes a model JSON, a HuggingFace "
+          "config.json, a HuggingFace model directory holding one, or a preset name)"));
     }
     arg = config.string();
   }

@@ -205,7 +205,8 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
     if (format == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown trace format '", options.format, "'",
-                       DidYouMean(options.format, RegisteredTraceFormats()), "; registered: ", absl::StrJoin(RegisteredTraceFormats(), ", ")));
+                       DidYouMean(options.format, RegisteredTraceFormats()),
+                       "; registered: ", absl::StrJoin(RegisteredTraceFormats(), ", ")));
     }
   }
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));

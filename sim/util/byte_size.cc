@@ -20,10 +20,10 @@ constexpr int64_t kKi = int64_t{1} << 10;
 constexpr Unit kUnits[] = {
     {"b", 1},
     {"kib", kKi},
-    {"mib", kKi * kKi},
-    {"gib", kKi * kKi * kKi},
-    {"tib", kKi * kKi * kKi * kKi},
-    {"pib", kKi * kKi * kKi * kKi * kKi},
+    {"mib", kKi* kKi},
+    {"gib", kKi* kKi* kKi},
+    {"tib", kKi* kKi* kKi* kKi},
+    {"pib", kKi* kKi* kKi* kKi* kKi},
     {"kb", 1000},
     {"mb", 1000 * 1000},
     {"gb", int64_t{1000} * 1000 * 1000},
@@ -33,8 +33,7 @@ constexpr Unit kUnits[] = {
 
 absl::Status Bad(std::string_view what, std::string_view text, std::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(AbslView(what), what.empty() ? "'" : ": '",
-                                                 AbslView(text),
-                                                 "' is not a size: ", AbslView(why),
+                                                 AbslView(text), "' is not a size: ", AbslView(why),
                                                  " (accepted: ", AbslView(kByteSizeForms), ")"));
 }
 
@@ -60,7 +59,8 @@ absl::StatusOr<int64_t> ParseByteSize(std::string_view text, std::string_view wh
     frac_digits = s.substr(start, i - start);
   }
   if (int_digits.empty() && frac_digits.empty()) return Bad(what, text, "no number");
-  const std::string_view unit_text = StdView(absl::StripLeadingAsciiWhitespace(AbslView(s.substr(i))));
+  const std::string_view unit_text =
+      StdView(absl::StripLeadingAsciiWhitespace(AbslView(s.substr(i))));
   const std::string unit = absl::AsciiStrToLower(AbslView(unit_text));
   int64_t multiplier = 1;
   if (!unit.empty()) {
@@ -94,8 +94,7 @@ absl::StatusOr<int64_t> ParseByteSize(std::string_view text, std::string_view wh
   return static_cast<int64_t>(bytes);
 }
 
-absl::StatusOr<std::vector<int64_t>> ParseByteSizeList(std::string_view list,
-                                                       std::string_view what,
+absl::StatusOr<std::vector<int64_t>> ParseByteSizeList(std::string_view list, std::string_view what,
                                                        const ByteSizeOptions& options) {
   std::vector<int64_t> out;
   for (absl::string_view item : absl::StrSplit(AbslView(list), ',', absl::SkipWhitespace())) {

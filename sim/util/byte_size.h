@@ -34,8 +34,7 @@ absl::StatusOr<int64_t> ParseByteSize(std::string_view text, std::string_view wh
                                       const ByteSizeOptions& options = {});
 
 // "16GiB,64GiB,1TiB": each entry as ParseByteSize; an empty list is an error.
-absl::StatusOr<std::vector<int64_t>> ParseByteSizeList(std::string_view list,
-                                                       std::string_view what,
+absl::StatusOr<std::vector<int64_t>> ParseByteSizeList(std::string_view list, std::string_view what,
                                                        const ByteSizeOptions& options = {});
 
 // Bytes in the largest binary unit that divides them exactly ("64GiB", "1536MiB", "1000").

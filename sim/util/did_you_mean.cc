@@ -42,7 +42,8 @@ std::vector<std::string> ClosestNames(std::string_view name, const std::vector<s
     const std::string lk = absl::AsciiStrToLower(k);
     if (distance <= threshold) {
       ranked.emplace_back(0, distance, k);
-    } else if (lower.size() >= 3 && (absl::StrContains(lk, lower) || absl::StrContains(lower, lk))) {
+    } else if (lower.size() >= 3 &&
+               (absl::StrContains(lk, lower) || absl::StrContains(lower, lk))) {
       ranked.emplace_back(1, distance, k);
     }
   }

@@ -30,7 +30,8 @@ const std::string kChat = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_ch
 
 // A fresh, empty directory for one test.
 fs::path TempDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / (std::to_string(getpid()) + "_units_" + name);
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / (std::to_string(getpid()) + "_units_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -53,8 +54,7 @@ TEST(UnitsCliTest, KvCacheBytesTakesASizeAndGivesTheSamePlanAsTheByteCount) {
   ASSERT_EQ(gib.exit_code, 0) << gib.output;
   EXPECT_EQ(gib.output, bytes.output);
   const auto plan = nlohmann::json::parse(JsonPart(gib.output));
-  EXPECT_EQ(plan["num_blocks"].get<int64_t>(),
-            64 * kGiB / plan["bytes_per_block"].get<int64_t>());
+  EXPECT_EQ(plan["num_blocks"].get<int64_t>(), 64 * kGiB / plan["bytes_per_block"].get<int64_t>());
   // A size in another spelling of the same bytes, and a different size, for contrast.
   EXPECT_EQ(RunCli("resolve" + std::string(kLlama) + " --json --kv-cache-bytes 0.0625TiB").output,
             bytes.output);
@@ -83,8 +83,7 @@ TEST(UnitsCliTest, EngineJsonAndScenarioFilesTakeSizeStrings) {
   EXPECT_EQ(plain->kv_cache_bytes, 64 * kGiB);
   auto bad = ParseEngineJson("{\n\"kv_cache_bytes\": \"64 gigs\"}", "e.json");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()),
-              HasSubstr("e.json:2: field 'kv_cache_bytes'"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("e.json:2: field 'kv_cache_bytes'"));
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("'64 gigs' is not a size"));
 
   const fs::path dir = TempDir("grid");
@@ -131,8 +130,8 @@ TEST(UnitsCliTest, AnalyzeCapacitiesCountBlocksAndSaySo) {
   EXPECT_EQ(j["capacity_curve"][1]["capacity_blocks"], 64);
   // The old name still works, as an alias.
   const std::string alias_json = (dir / "b.json").string();
-  ASSERT_EQ(RunCli("analyze --trace " + kChat + " --capacities 4,64 --json " + alias_json).exit_code,
-            0);
+  ASSERT_EQ(
+      RunCli("analyze --trace " + kChat + " --capacities 4,64 --json " + alias_json).exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(ReadFile(alias_json))["capacity_curve"], j["capacity_curve"]);
   // A byte size is refused with the reason, under either name.
   for (const char* flag : {"--capacities", "--capacity-blocks"}) {
@@ -184,7 +183,8 @@ TEST(UnitsCliTest, TypoedPresetsSuggestTheClosestAndListThePresets) {
   EXPECT_EQ(policy.exit_code, 2) << policy.output;
   EXPECT_THAT(policy.output, HasSubstr("did you mean 'new'?"));
   EXPECT_THAT(policy.output, HasSubstr("known: "));
-  const auto router = RunCli("resolve" + std::string(kLlama) + " --router round_robn");
+  const auto router =
+      RunCli("replay --trace " + kChat + kLlama + " --no-progress --router round_robn");
   EXPECT_EQ(router.exit_code, 2) << router.output;
   EXPECT_THAT(router.output, HasSubstr("did you mean 'round_robin'?"));
   const auto format =
@@ -225,7 +225,8 @@ TEST(UnitsCliTest, LengthsTraceWarnsThatHitRatesAreZeroByConstruction) {
     for (int i = 0; i < 20; ++i) out << 0.5 * i << "," << 600 + 10 * i << ",8\n";
   }
   const std::string json = (dir / "r.json").string();
-  const auto r = RunCli("replay --trace " + trace.string() + kLlama + " --no-progress --json " + json);
+  const auto r =
+      RunCli("replay --trace " + trace.string() + kLlama + " --no-progress --json " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("no prefix identity"));
   EXPECT_THAT(r.output, HasSubstr("0 by construction"));
@@ -233,15 +234,18 @@ TEST(UnitsCliTest, LengthsTraceWarnsThatHitRatesAreZeroByConstruction) {
   EXPECT_EQ(j["trace_has_prefix_identity"], false);
   EXPECT_EQ(j["prefix_cache"]["hits"], 0);
   const std::string cmp = (dir / "c.json").string();
-  const auto c = RunCli("compare --trace " + trace.string() + kLlama + " --no-progress --json " + cmp);
+  const auto c =
+      RunCli("compare --trace " + trace.string() + kLlama + " --no-progress --json " + cmp);
   ASSERT_EQ(c.exit_code, 0) << c.output;
   EXPECT_THAT(c.output, HasSubstr("no prefix identity"));
   EXPECT_EQ(nlohmann::json::parse(ReadFile(cmp))["trace_has_prefix_identity"], false);
 
   // A trace with prefix identity: no warning, no field.
   const std::string chat_json = (dir / "chat.json").string();
-  const auto chat = RunCli("replay --trace " + kChat + kLlama + " --no-progress --max-requests 20 "
-                           "--json " + chat_json);
+  const auto chat = RunCli("replay --trace " + kChat + kLlama +
+                           " --no-progress --max-requests 20 "
+                           "--json " +
+                           chat_json);
   ASSERT_EQ(chat.exit_code, 0) << chat.output;
   EXPECT_THAT(chat.output, Not(HasSubstr("no prefix identity")));
   EXPECT_FALSE(nlohmann::json::parse(ReadFile(chat_json)).contains("trace_has_prefix_identity"));
@@ -254,15 +258,16 @@ TEST(UnitsCliTest, LengthsTraceWarnsThatHitRatesAreZeroByConstruction) {
 TEST(UnitsCliTest, UnwritableOutputPathsFailBeforeTheReplay) {
   const fs::path dir = TempDir("outputs");
   const std::string missing = (dir / "no_such_dir" / "out.json").string();
-  const auto replay = RunCli("replay --trace " + kChat + kLlama + " --no-progress --json " + missing);
+  const auto replay =
+      RunCli("replay --trace " + kChat + kLlama + " --no-progress --json " + missing);
   EXPECT_EQ(replay.exit_code, 2) << replay.output;
   EXPECT_THAT(replay.output, HasSubstr("--json " + missing));
   EXPECT_THAT(replay.output, HasSubstr("does not exist"));
   EXPECT_THAT(replay.output, Not(HasSubstr("Prefix cache hit rate")));
   EXPECT_THAT(replay.output, Not(HasSubstr("requests read")));
 
-  const auto csv = RunCli("replay --trace " + kChat + kLlama + " --no-progress --csv " +
-                          dir.string());
+  const auto csv =
+      RunCli("replay --trace " + kChat + kLlama + " --no-progress --csv " + dir.string());
   EXPECT_EQ(csv.exit_code, 2) << csv.output;
   EXPECT_THAT(csv.output, HasSubstr("is a directory"));
   EXPECT_THAT(csv.output, Not(HasSubstr("Prefix cache hit rate")));
@@ -282,17 +287,18 @@ TEST(UnitsCliTest, UnwritableOutputPathsFailBeforeTheReplay) {
   std::ofstream(dir / "a_file") << "x";
   const fs::path grid = dir / "grid.json";
   std::ofstream(grid) << R"({"name": "g", "base": {"model": "llama-3.1-8b",
-      "engine": "llama-3.1-8b", "trace": ")" << kChat << R"("}})";
-  const auto sweep = RunCli("sweep --grid " + grid.string() + " --out " +
-                            (dir / "a_file" / "out").string());
+      "engine": "llama-3.1-8b", "trace": ")"
+                      << kChat << R"("}})";
+  const auto sweep =
+      RunCli("sweep --grid " + grid.string() + " --out " + (dir / "a_file" / "out").string());
   EXPECT_EQ(sweep.exit_code, 2) << sweep.output;
   EXPECT_THAT(sweep.output, HasSubstr("--out"));
   EXPECT_THAT(sweep.output, Not(HasSubstr("points run")));
 
   // The check leaves nothing behind, and a writable path still gets its file.
   const std::string ok = (dir / "ok.json").string();
-  const auto good = RunCli("replay --trace " + kChat + kLlama +
-                           " --no-progress --max-requests 5 --json " + ok);
+  const auto good =
+      RunCli("replay --trace " + kChat + kLlama + " --no-progress --max-requests 5 --json " + ok);
   ASSERT_EQ(good.exit_code, 0) << good.output;
   std::vector<std::string> left;
   for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());

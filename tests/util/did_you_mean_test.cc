@@ -19,8 +19,8 @@ TEST(DidYouMeanTest, EditDistance) {
 }
 
 TEST(DidYouMeanTest, ClosestFirstAndOnlyCloseOnes) {
-  const std::vector<std::string> commands = {"resolve", "replay", "compare", "analyze",
-                                             "gen-trace", "sweep", "regress"};
+  const std::vector<std::string> commands = {"resolve",   "replay", "compare", "analyze",
+                                             "gen-trace", "sweep",  "regress"};
   EXPECT_EQ(ClosestNames("replya", commands), (std::vector<std::string>{"replay"}));
   EXPECT_EQ(ClosestNames("comapre", commands), (std::vector<std::string>{"compare"}));
   EXPECT_TRUE(ClosestNames("frobnicate", commands).empty());
