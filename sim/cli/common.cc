@@ -20,7 +20,7 @@ CLI::Validator ByteSizeValidator() {
         value = std::to_string(*bytes);
         return "";
       },
-      "SIZE");
+      /*validator_desc=*/"");
 }
 
 void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
