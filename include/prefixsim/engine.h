@@ -202,6 +202,9 @@ struct ReplayResult {
   // records say "interrupted"), so finished + skipped + interrupted = requests.
   bool partial = false;
   int interrupt_signal = 0;  // the signal's number
+  // The trace's reader said it has no prefix identity (TraceReader::has_prefix_identity): the
+  // hit rates below are 0 by construction, not a finding.
+  bool trace_has_prefix_identity = true;
   int64_t interrupted_requests = 0;
 
   PrefixCacheStats prefix_cache;

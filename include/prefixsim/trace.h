@@ -55,6 +55,9 @@ class TraceReader {
   // (InvalidArgument naming file, line and field) on a bad record.
   virtual absl::StatusOr<bool> Next(Request* out) = 0;
   virtual std::string_view format() const = 0;
+  // False when the trace cannot say which requests share a prefix (the `lengths` format): every
+  // request is unique content and prefix-cache hit rates are 0 by construction.
+  virtual bool has_prefix_identity() const { return true; }
   virtual const TraceReadStats& stats() const = 0;
 };
 

@@ -1,6 +1,8 @@
 // `prefixsim analyze --trace T`: what a trace could give at best, independent of the engine
 // (DESIGN §4.1): the prefix-sharing forest, the upper-bound hit rate per hit alignment, and the
 // hit rate per cache capacity under LRU and the offline optimum.
+#include <algorithm>
+#include <cctype>
 #include <exception>
 #include <iostream>
 #include <memory>
@@ -30,6 +32,23 @@ const CLI::Validator kPositive(
     },
     "POSITIVE");
 
+// analyze has no model and no engine, so it cannot turn bytes into blocks: a size with a unit is
+// refused with the reason rather than misread (compare/replay --capacities do take bytes).
+const CLI::Validator kCapacityBlocks(
+    [](std::string& value) -> std::string {
+      const bool has_unit = std::any_of(value.begin(), value.end(), [](char c) {
+        return std::isalpha(static_cast<unsigned char>(c));
+      });
+      if (has_unit) {
+        return "'" + value +
+               "' is a memory size, but analyze has no model or engine to turn bytes into "
+               "blocks: its capacities count blocks of --block-tokens tokens (e.g. "
+               "--capacity-blocks 1024,4096); replay/compare --capacities take sizes in bytes";
+      }
+      return kPositive(value);
+    },
+    "BLOCKS");
+
 struct AnalyzeFlags {
   std::string trace;
   TraceOptions trace_options;
@@ -41,6 +60,16 @@ struct AnalyzeFlags {
 };
 
 absl::Status RunAnalyze(const AnalyzeFlags& flags) {
+  PREFIXSIM_RETURN_IF_ERROR(CheckOutputFile(flags.json_out, "--json"));
+  if (flags.trace != "-") {
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
+                               OpenTrace(flags.trace, flags.trace_options));
+    if (!reader->has_prefix_identity()) {
+      std::cerr << "prefixsim analyze: warning: " << flags.trace
+                << " has no prefix identity (lengths only): nothing is shared, so every hit "
+                   "rate below is 0 by construction\n";
+    }
+  }
   AnalyzeOptions options;
   options.block_tokens = flags.block_tokens;
   options.alignments.insert(options.alignments.end(), flags.alignments.begin(),
@@ -78,11 +107,21 @@ void AddAnalyzeCommand(CLI::App& app, CommandContext& ctx) {
                   "to the powers of two 16..16384")
       ->delimiter(',')
       ->check(kPositive);
+  // Blocks, not bytes: the name says so, unlike compare/replay --capacities (bytes); the old name
+  // stays as an alias so that existing scripts keep working.
+  CLI::Option* capacity_blocks =
+      cmd->add_option("--capacity-blocks", flags->capacities,
+                      "Cache capacities in blocks of --block-tokens tokens, comma separated "
+                      "(default: powers of two up to the number of unique full blocks, and that "
+                      "number)")
+          ->delimiter(',')
+          ->check(kCapacityBlocks);
   cmd->add_option("--capacities", flags->capacities,
-                  "Cache capacities in blocks, comma separated (default: powers of two up to the "
-                  "number of unique full blocks, and that number)")
+                  "Alias of --capacity-blocks, kept for old scripts: counts blocks, not bytes "
+                  "(a size such as 64GiB is refused)")
       ->delimiter(',')
-      ->check(kPositive);
+      ->check(kCapacityBlocks)
+      ->excludes(capacity_blocks);
   cmd->add_flag("--no-capacity-curve", flags->no_capacity_curve,
                 "Skip the capacity curve (saves 4 bytes per prompt block of memory)");
   cmd->add_option("--json", flags->json_out, "Write the JSON report to this file");

@@ -40,7 +40,60 @@ absl::Status CreateTempFile(const std::string& path, std::string* temp) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": cannot create a temp file next to it"));
 }
 
+// Creates and removes a temp file in `folder`, as CreateTempFile does next to a destination:
+// the one test of writability that holds for root, read-only mounts and ACLs alike.
+absl::Status CheckWritableFolder(const std::filesystem::path& folder, const std::string& path,
+                                 std::string_view flag) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string probe =
+      (folder / absl::StrCat(".prefixsim-check.tmp-", ::getpid(), "-", counter.fetch_add(1)))
+          .string();
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(flag), " ", path, ": cannot write in ",
+                                                   folder.string(), ": ", std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CheckOutputFile(const std::string& path, std::string_view flag) {
+  namespace fs = std::filesystem;
+  if (path.empty() || path == "-") return absl::OkStatus();
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(flag), " ", path, ": is a directory (give a file name)"));
+  }
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  if (!fs::is_directory(folder, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(flag), " ", path, ": folder ", folder.string(),
+                     fs::exists(folder, ec) ? " is not a directory" : " does not exist"));
+  }
+  return CheckWritableFolder(folder, path, flag);
+}
+
+absl::Status CheckOutputDir(const std::string& path, std::string_view flag) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return absl::OkStatus();
+  std::error_code ec;
+  fs::path folder = fs::absolute(fs::path(path), ec).lexically_normal();
+  if (!folder.has_filename() && folder.has_parent_path()) folder = folder.parent_path();  // "dir/"
+  // The run creates the missing part of the path: its closest existing ancestor must take it.
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path()) {
+    folder = folder.parent_path();
+  }
+  if (!fs::is_directory(folder, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(flag), " ", path, ": ", folder.string(), " is not a directory"));
+  }
+  return CheckWritableFolder(folder, path, flag);
+}
 
 absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::string& path) {
   std::unique_ptr<AtomicFileWriter> f(new AtomicFileWriter());

@@ -48,6 +48,16 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  const std::function<absl::Status(std::ostream&)>& write);
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
+// Checks, before a long run, that an output file can be written the way WriteFileAtomically
+// writes it: `path` is not a directory, its folder exists, and a temp file can be created there
+// (one is created and removed at once, so nothing is left behind). "" and "-" pass.
+// InvalidArgument "<flag> <path>: <why>".
+absl::Status CheckOutputFile(const std::string& path, std::string_view flag);
+
+// The same for an output directory that the run creates or fills (sweep --out): an existing
+// `path` must be a writable directory, otherwise its closest existing ancestor must be one.
+absl::Status CheckOutputDir(const std::string& path, std::string_view flag);
+
 }  // namespace prefixsim::cli
 
 #endif  // PREFIXSIM_SIM_CLI_ATOMIC_FILE_H_

@@ -7,12 +7,26 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
 #include "sim/fleet/router.h"
+#include "sim/util/byte_size.h"
+#include "sim/util/did_you_mean.h"
 
 namespace prefixsim::cli {
 
+CLI::Validator ByteSizeValidator() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        absl::StatusOr<int64_t> bytes = ParseByteSize(value, "");
+        if (!bytes.ok()) return std::string(bytes.status().message());
+        value = std::to_string(*bytes);
+        return "";
+      },
+      /*validator_desc=*/"");
+}
+
 void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   cmd->add_option("--model,-m", options->model,
-                  "model JSON, HuggingFace config.json, or preset name in configs/models/")
+                  "model JSON, HuggingFace config.json or model directory (its config.json), or "
+                  "preset name in configs/models/")
       ->required();
   cmd->add_option("--engine,-e", options->engine,
                   "engine JSON or preset name in configs/engines/")
@@ -20,7 +34,11 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   EngineOverrides& o = options->overrides;
   auto* g = cmd->add_option_group("engine overrides", "override numeric options of the engine JSON");
   g->add_option("--block-size", o.block_size, "primary block size (tokens)")->check(CLI::PositiveNumber);
-  g->add_option("--kv-cache-bytes", o.kv_cache_bytes, "KV cache memory in bytes")->check(CLI::PositiveNumber);
+  g->add_option("--kv-cache-bytes", o.kv_cache_bytes,
+                "KV cache memory: bytes, or a size with a unit (64GiB, 1.5TiB, 512MiB; KiB..TiB "
+                "are powers of 1024, KB..TB powers of 1000)")
+      ->type_name("SIZE")
+      ->transform(ByteSizeValidator());
   g->add_option("--num-gpu-blocks", o.num_gpu_blocks, "KV blocks (replaces --kv-cache-bytes)")
       ->check(CLI::Range(int64_t{2}, std::numeric_limits<int64_t>::max()));
   g->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")
@@ -82,8 +100,9 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   if (o.router) {
     if (!fleet::IsRegisteredRouter(*o.router)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --router: unknown router '", *o.router,
-                       "' (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+          absl::StrCat("flag --router: unknown router '", *o.router, "'",
+                       DidYouMean(*o.router, fleet::RegisteredRouters()),
+                       " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
     }
     engine.fleet.router = *o.router;
   }
@@ -155,9 +174,10 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
         absl::StrCat(engine.source, " with command-line overrides: ", valid.message()));
   }
   if (!fleet::IsRegisteredRouter(engine.fleet.router)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        engine.source, ": field 'router': unknown router '", engine.fleet.router,
-        "' (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(engine.source, ": field 'router': unknown router '", engine.fleet.router, "'",
+                     DidYouMean(engine.fleet.router, fleet::RegisteredRouters()),
+                     " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
   }
   return absl::OkStatus();
 }

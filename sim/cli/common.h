@@ -45,6 +45,11 @@ struct ModelEngineOptions {
   EngineOverrides overrides;
 };
 
+// A CLI11 validator for a memory-size option: "64GiB", "1.5TiB", "68719476736"
+// (sim/util/byte_size.h); it rewrites the value to its byte count, so it goes in ->transform()
+// (->check() validates a copy) and the option can be an int64.
+CLI::Validator ByteSizeValidator();
+
 // Adds --model, --engine and the override flags to `cmd`.
 void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options);
 

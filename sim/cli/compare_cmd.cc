@@ -11,6 +11,7 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
+#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
@@ -47,11 +48,22 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("compare", absl::InvalidArgumentError("--policies is empty"));
       return;
     }
-    if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options);
+    // Outputs first: a path that cannot be written fails now, not after the whole comparison.
+    for (const auto& [path, flag] : {std::pair{&options->json_path, "--json"},
+                                     std::pair{&options->html.html_path, "--html"}}) {
+      if (absl::Status s = CheckOutputFile(*path, flag); !s.ok()) {
+        ctx.exit_code = ReportError("compare", s);
+        return;
+      }
+    }
+    bool has_prefix_identity = true;
+    if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options,
+                                         &has_prefix_identity);
         !s.ok()) {
       ctx.exit_code = ReportError("compare", s);
       return;
     }
+    WarnIfNoPrefixIdentity("compare", options->replay.trace, has_prefix_identity);
     auto loaded = LoadModelAndEngine(options->replay.model_engine);
     if (!loaded.ok()) {
       ctx.exit_code = ReportError("compare", loaded.status());

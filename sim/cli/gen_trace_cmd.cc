@@ -25,6 +25,7 @@ absl::Status RunGenTrace(const GenTraceFlags& flags) {
                                                    flags.format, "'; one of mooncake, tokens"));
   }
   if (flags.block_tokens < 1) return absl::InvalidArgumentError("--block-tokens must be positive");
+  PREFIXSIM_RETURN_IF_ERROR(CheckOutputFile(flags.out, "--out"));
   PREFIXSIM_ASSIGN_OR_RETURN(std::vector<GeneratedRequest> requests,
                              GenerateWorkload(flags.workload));
   std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, flags.block_tokens)

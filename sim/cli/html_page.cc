@@ -8,15 +8,13 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "prefixsim/analyze.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/status.h"
 #include "sim/cli/input_checks.h"
 #include "sim/report/report.h"
+#include "sim/util/byte_size.h"
 
 namespace prefixsim::cli {
 
@@ -27,7 +25,8 @@ void AddHtmlCliOptions(CLI::App* cmd, HtmlCliOptions* o) {
                       "capacity sweep, alignment curve)");
   cmd->add_option("--capacities", o->capacities,
                   "with --html: also replay at these KV cache sizes, comma-separated bytes or "
-                  "with a KiB/MiB/GiB/TiB suffix (e.g. 16GiB,64GiB,256GiB,1TiB)")
+                  "sizes with a unit (e.g. 16GiB,64GiB,256GiB,1TiB; KiB..TiB are powers of 1024, "
+                  "KB..TB powers of 1000)")
       ->needs(html)
       ->check([](const std::string& list) {
         auto parsed = ParseCapacities(list);
@@ -36,33 +35,8 @@ void AddHtmlCliOptions(CLI::App* cmd, HtmlCliOptions* o) {
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list) {
-  std::vector<int64_t> out;
-  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    absl::string_view v = absl::StripAsciiWhitespace(item);
-    double scale = 1;
-    static const std::pair<const char*, double> kSuffixes[] = {{"TiB", 1099511627776.0},
-                                                               {"GiB", 1073741824.0},
-                                                               {"MiB", 1048576.0},
-                                                               {"KiB", 1024.0},
-                                                               {"TB", 1e12},
-                                                               {"GB", 1e9},
-                                                               {"MB", 1e6},
-                                                               {"KB", 1e3},
-                                                               {"B", 1}};
-    for (const auto& [suffix, s] : kSuffixes) {
-      if (absl::ConsumeSuffix(&v, suffix)) {
-        scale = s;
-        break;
-      }
-    }
-    double x = 0;
-    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x) || !(x > 0) || x * scale > 9.0e18) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", item, "' is not a positive size (bytes, or KiB/MiB/GiB/TiB)"));
-    }
-    out.push_back(static_cast<int64_t>(x * scale));
-  }
-  return out;
+  if (absl::StripAsciiWhitespace(list).empty()) return std::vector<int64_t>();
+  return ParseByteSizeList(list, "");
 }
 
 absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngine& loaded,

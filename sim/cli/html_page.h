@@ -19,13 +19,14 @@ namespace prefixsim::cli {
 
 struct HtmlCliOptions {
   std::string html_path;
-  std::string capacities;  // "a,b,c": bytes, or with a KiB/MiB/GiB/TiB suffix
+  std::string capacities;  // "a,b,c": sizes as sim/util/byte_size.h reads them
 };
 
 // Adds --html and --capacities to `cmd`.
 void AddHtmlCliOptions(CLI::App* cmd, HtmlCliOptions* options);
 
-// "16GiB,64GiB,1TiB" or "17179869184,..." -> bytes. InvalidArgument names the bad entry.
+// "16GiB,64GiB,1TiB" or "17179869184,..." -> bytes (ParseByteSizeList; "" -> none).
+// InvalidArgument names the bad entry.
 absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list);
 
 // Checks --html/--capacities before any replay runs: --capacities needs --html, every entry

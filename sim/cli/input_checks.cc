@@ -11,7 +11,8 @@
 
 namespace prefixsim::cli {
 
-absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options) {
+absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options,
+                             bool* has_prefix_identity) {
   const std::string p(path);
   // Standard input can be read once only: the replay itself reports its errors.
   if (p == "-") return absl::OkStatus();
@@ -24,9 +25,20 @@ absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options)
         absl::StrCat(p, ": is a directory, not a trace file (--trace)"));
   }
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, OpenTrace(p, options));
+  if (has_prefix_identity != nullptr) *has_prefix_identity = reader->has_prefix_identity();
   Request first;
   absl::StatusOr<bool> read = reader->Next(&first);
   return read.status();
+}
+
+void WarnIfNoPrefixIdentity(std::string_view command, std::string_view trace,
+                            bool has_prefix_identity) {
+  if (has_prefix_identity) return;
+  std::cerr << "prefixsim " << command << ": warning: " << trace
+            << " has no prefix identity (lengths only, e.g. the `lengths` CSV format): every "
+               "request is unique content, so prefix-cache hit rates are 0 by construction; "
+               "use it for arrival and length shaping, and a trace with hash ids or token ids "
+               "for hit rates\n";
 }
 
 absl::StatusOr<KvPlan> ResolvePlanForServing(const ModelSpec& model, const EngineConfig& engine,

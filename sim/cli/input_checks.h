@@ -16,7 +16,14 @@ namespace prefixsim::cli {
 // NotFound "<path>: no such file" when the trace does not exist; otherwise opens it with
 // `options` and reads its first request, so that a bad format or record is reported before
 // any planning. "-" (standard input, readable once) is left to the replay.
-absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options);
+// `has_prefix_identity` (optional) receives TraceReader::has_prefix_identity.
+absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options,
+                             bool* has_prefix_identity = nullptr);
+
+// The stderr warning for a trace without prefix identity (the `lengths` format): its hit rates
+// are 0 by construction. Prints nothing for other traces.
+void WarnIfNoPrefixIdentity(std::string_view command, std::string_view trace,
+                            bool has_prefix_identity);
 
 // ResolveKvPlan, then the startup memory check: a plan that vLLM would refuse to start with
 // (kv_cache_bytes too small for one max_model_len request) is an error for a replay.

@@ -1,8 +1,61 @@
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
+#include "sim/util/did_you_mean.h"
+
+namespace {
+
+// The subcommands of `app` that a user can name (option groups are unnamed subcommands).
+std::vector<std::string> SubcommandNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (!sub->get_name().empty()) names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+// Every flag `cmd` takes, its option groups' included ("--kv-cache-bytes", "-m").
+void CollectFlags(const CLI::App& cmd, std::vector<std::string>* out) {
+  for (const CLI::Option* opt : cmd.get_options()) {
+    for (const std::string& l : opt->get_lnames()) out->push_back("--" + l);
+    for (const std::string& s : opt->get_snames()) out->push_back("-" + s);
+  }
+  for (const CLI::App* sub : cmd.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name().empty()) CollectFlags(*sub, out);
+  }
+}
+
+// After CLI11's own message for arguments it did not expect: the closest flag or subcommand of
+// the command being parsed (the innermost one named on the command line).
+void SuggestForExtras(const CLI::App& app) {
+  const CLI::App* cmd = &app;
+  while (true) {
+    std::vector<CLI::App*> parsed = cmd->get_subcommands();
+    if (parsed.empty()) break;
+    cmd = parsed.front();
+  }
+  std::vector<std::string> flags;
+  CollectFlags(*cmd, &flags);
+  const std::vector<std::string> subcommands = SubcommandNames(*cmd);
+  const std::string where = cmd == &app ? "prefixsim" : "prefixsim " + cmd->get_name();
+  for (const std::string& arg : app.remaining(/*recurse=*/true)) {
+    const bool is_flag = arg.size() > 1 && arg[0] == '-';
+    // "--flag=value": the flag's name alone.
+    const std::string name = is_flag ? arg.substr(0, arg.find('=')) : arg;
+    const std::string hint = prefixsim::DidYouMean(name, is_flag ? flags : subcommands);
+    if (!hint.empty()) {
+      std::cerr << where << ": unknown " << (is_flag ? "flag" : "argument") << " '" << name << "'"
+                << hint << " (" << where << " --help lists them)\n";
+    }
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -18,10 +71,23 @@ int main(int argc, char** argv) {
   prefixsim::cli::AddGenTraceCommand(app, ctx);
   prefixsim::cli::AddSweepCommand(app, ctx);
   prefixsim::cli::AddRegressCommand(app, ctx);
+  // An unknown subcommand: CLI11 would only say that one is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::vector<std::string> commands = SubcommandNames(app);
+    const std::string name = argv[1];
+    if (std::find(commands.begin(), commands.end(), name) == commands.end()) {
+      std::string list;
+      for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
+      std::cerr << "prefixsim: unknown command '" << name << "'"
+                << prefixsim::DidYouMean(name, commands) << " (commands: " << list << ")\n";
+      return prefixsim::kExitBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) SuggestForExtras(app);
     // CLI11 uses 0 for --help/--version and 1..n for usage errors; usage errors are exit 2.
     return rc == 0 ? 0 : prefixsim::kExitBadInput;
   }

@@ -45,11 +45,23 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
   AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
     InstallInterruptHandlers();
-    if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options);
+    // Outputs first: a path that cannot be written fails now, not after the whole replay.
+    for (const auto& [path, flag] :
+         {std::pair{&options->json_path, "--json"}, std::pair{&options->csv_path, "--csv"},
+          std::pair{&options->html.html_path, "--html"}}) {
+      if (absl::Status s = CheckOutputFile(*path, flag); !s.ok()) {
+        ctx.exit_code = ReportError("replay", s);
+        return;
+      }
+    }
+    bool has_prefix_identity = true;
+    if (absl::Status s = CheckTraceInput(options->replay.trace, options->replay.trace_options,
+                                         &has_prefix_identity);
         !s.ok()) {
       ctx.exit_code = ReportError("replay", s);
       return;
     }
+    WarnIfNoPrefixIdentity("replay", options->replay.trace, has_prefix_identity);
     auto loaded = LoadModelAndEngine(options->replay.model_engine);
     if (!loaded.ok()) {
       ctx.exit_code = ReportError("replay", loaded.status());

@@ -67,9 +67,11 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   trace_options.seed = o.seed;
   // The trace is parsed on a second thread, ahead of the simulation (same requests, same order),
   // which also hashes each prompt for the plan's KV managers.
+  bool has_prefix_identity = true;
   const TraceOpener open_trace = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
                                OpenTrace(o.trace, trace_options));
+    has_prefix_identity = reader->has_prefix_identity();
     ReadAheadOptions read_ahead;
     read_ahead.prepare = [&plan](Request* r) { KvCacheManager::PrepareRequest(plan, r); };
     return ReadAhead(std::move(reader), read_ahead);
@@ -114,6 +116,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   absl::StatusOr<ReplayResult> result =
       ReplayWithFleetSizing(plan, model, engine, open_trace, options);
   if (printed && terminal) std::fprintf(stderr, "\n");
+  if (result.ok()) result->trace_has_prefix_identity = has_prefix_identity;
   return result;
 }
 

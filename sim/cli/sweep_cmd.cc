@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
+#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/cli/interrupt.h"
@@ -107,7 +108,8 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
   merge->add_option("--out,-o", o->merge_out, "merged output directory")->required();
   merge->add_flag("--allow-partial", o->merge_partial, "merge even if points are missing");
   merge->callback([o, &ctx] {
-    absl::Status s = grid::MergeSweepDirs(o->merge_dirs, o->merge_out, !o->merge_partial);
+    absl::Status s = CheckOutputDir(o->merge_out, "--out");
+    if (s.ok()) s = grid::MergeSweepDirs(o->merge_dirs, o->merge_out, !o->merge_partial);
     ctx.exit_code = s.ok() ? kExitOk : ReportError("sweep merge", s);
   });
   cmd->callback([o, cmd, merge, &ctx] {
@@ -134,6 +136,13 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
     if (!scenario.ok()) {
       ctx.exit_code = ReportError("sweep", scenario.status());
       return;
+    }
+    // Before any point runs (--slurm alone only prints the jobs and writes nothing).
+    if (!o->slurm || o->submit) {
+      if (absl::Status s = CheckOutputDir(o->out, "--out"); !s.ok()) {
+        ctx.exit_code = ReportError("sweep", s);
+        return;
+      }
     }
     if (o->slurm) {
       const int n = o->shards > 0 ? o->shards : static_cast<int>(scenario->points.size());

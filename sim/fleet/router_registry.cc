@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
 #include "sim/fleet/router.h"
+#include "sim/util/did_you_mean.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -28,8 +29,9 @@ absl::StatusOr<std::unique_ptr<Router>> NewRouter(std::string_view name,
   for (const auto& [router_name, factory] : Routers()) {
     if (router_name == name) return factory(config);
   }
-  return absl::NotFoundError(absl::StrCat("unknown router '", AbslView(name), "' (registered: ",
-                                          absl::StrJoin(RegisteredRouters(), ", "), ")"));
+  return absl::NotFoundError(
+      absl::StrCat("unknown router '", AbslView(name), "'", DidYouMean(name, RegisteredRouters()),
+                   " (registered: ", absl::StrJoin(RegisteredRouters(), ", "), ")"));
 }
 
 bool IsRegisteredRouter(std::string_view name) {

@@ -16,6 +16,7 @@
 #include "sim/cli/common.h"
 #include "sim/grid/grid.h"
 #include "sim/grid/point_config.h"
+#include "sim/util/byte_size.h"
 
 namespace prefixsim::grid {
 
@@ -82,6 +83,22 @@ Setter Int(T EngineOverridesMember) {
   };
 }
 
+// A memory size: an integer byte count or a string such as "64GiB" (sim/util/byte_size.h).
+template <typename T>
+Setter Bytes(T EngineOverridesMember) {
+  return [EngineOverridesMember](const Json& v, const std::string&, PointConfig& c) {
+    if (v.is_string()) {
+      PREFIXSIM_ASSIGN_OR_RETURN(int64_t bytes, ParseByteSize(v.get<std::string>(), ""));
+      c.replay.model_engine.overrides.*EngineOverridesMember = bytes;
+      return absl::OkStatus();
+    }
+    PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_number_integer() && v.get<int64_t>() > 0,
+                                     "a positive integer (bytes) or a size such as \"64GiB\""));
+    c.replay.model_engine.overrides.*EngineOverridesMember = v.get<int64_t>();
+    return absl::OkStatus();
+  };
+}
+
 template <typename T>
 Setter Double(T member) {
   return [member](const Json& v, const std::string&, PointConfig& c) {
@@ -134,7 +151,7 @@ const std::vector<std::pair<std::string, Setter>>& KeyTable() {
          return absl::OkStatus();
        }},
       {"block_size", Int(&O::block_size)},
-      {"kv_cache_bytes", Int(&O::kv_cache_bytes)},
+      {"kv_cache_bytes", Bytes(&O::kv_cache_bytes)},
       {"num_gpu_blocks", Int(&O::num_gpu_blocks)},
       {"max_num_batched_tokens", Int(&O::max_num_batched_tokens)},
       {"max_num_seqs", Int(&O::max_num_seqs)},

@@ -292,7 +292,8 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
       PREFIXSIM_ASSIGN_OR_RETURN(engine.backends[*kind], ParseBackend(doc, value, path));
     }
   }
-  PREFIXSIM_ASSIGN_OR_RETURN(engine.kv_cache_bytes, doc.OptionalInt(root, "", "kv_cache_bytes", 1));
+  PREFIXSIM_ASSIGN_OR_RETURN(engine.kv_cache_bytes,
+                             doc.OptionalByteSize(root, "", "kv_cache_bytes"));
   PREFIXSIM_ASSIGN_OR_RETURN(engine.num_gpu_blocks, doc.OptionalInt(root, "", "num_gpu_blocks", 2));
   struct IntField {
     std::string_view key;

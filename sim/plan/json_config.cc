@@ -2,15 +2,20 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
+#include "sim/util/byte_size.h"
+#include "sim/util/did_you_mean.h"
 
 namespace prefixsim {
 namespace {
@@ -185,6 +190,19 @@ absl::StatusOr<int64_t> JsonConfig::RequiredInt(const nlohmann::json& object,
   return **v;
 }
 
+absl::StatusOr<std::optional<int64_t>> JsonConfig::OptionalByteSize(const nlohmann::json& object,
+                                                                    std::string_view object_path,
+                                                                    std::string_view key) const {
+  auto it = object.find(std::string(key));
+  if (it == object.end() || it->is_null() || !it->is_string()) {
+    return OptionalInt(object, object_path, key, 1);
+  }
+  const std::string path = Join(object_path, key);
+  absl::StatusOr<int64_t> bytes = ParseByteSize(it->get<std::string>(), "size");
+  if (!bytes.ok()) return Error(path, StdView(bytes.status().message()));
+  return std::optional<int64_t>(*bytes);
+}
+
 absl::StatusOr<std::optional<double>> JsonConfig::OptionalNumber(const nlohmann::json& object,
                                                                  std::string_view object_path,
                                                                  std::string_view key,
@@ -230,6 +248,30 @@ absl::StatusOr<std::string> ReadFileToString(std::string_view path) {
   return ss.str();
 }
 
+namespace {
+
+std::vector<std::filesystem::path> PresetRoots() {
+  std::vector<std::filesystem::path> roots;
+  if (const char* env = std::getenv("PREFIXSIM_CONFIG_DIR")) roots.emplace_back(env);
+  roots.emplace_back(std::filesystem::path(PREFIXSIM_SOURCE_DIR) / "configs");
+  return roots;
+}
+
+}  // namespace
+
+std::vector<std::string> PresetNames(std::string_view kind) {
+  namespace fs = std::filesystem;
+  std::set<std::string> names;
+  for (const fs::path& root : PresetRoots()) {
+    std::error_code ec;
+    for (fs::directory_iterator it(root / std::string(kind), ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (it->path().extension() == ".json") names.insert(it->path().stem().string());
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
 absl::StatusOr<std::string> ResolvePresetPath(std::string_view path_or_preset,
                                               std::string_view kind) {
   namespace fs = std::filesystem;
@@ -237,17 +279,21 @@ absl::StatusOr<std::string> ResolvePresetPath(std::string_view path_or_preset,
   if (fs::is_regular_file(fs::path(std::string(path_or_preset)), ec)) {
     return std::string(path_or_preset);
   }
+  if (fs::is_directory(fs::path(std::string(path_or_preset)), ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(path_or_preset), ": is a directory, not a JSON file"));
+  }
   if (path_or_preset.find('/') == std::string_view::npos &&
       path_or_preset.find(".json") == std::string_view::npos) {
-    std::vector<fs::path> roots;
-    if (const char* env = std::getenv("PREFIXSIM_CONFIG_DIR")) roots.emplace_back(env);
-    roots.emplace_back(fs::path(PREFIXSIM_SOURCE_DIR) / "configs");
-    for (const auto& root : roots) {
+    for (const auto& root : PresetRoots()) {
       fs::path candidate = root / std::string(kind) / absl::StrCat(AbslView(path_or_preset), ".json");
       if (fs::is_regular_file(candidate, ec)) return candidate.string();
     }
-    return absl::NotFoundError(absl::StrCat(AbslView(path_or_preset), ": no such file and no ", AbslView(kind),
-                                            " preset of that name in configs/", AbslView(kind), "/"));
+    const std::vector<std::string> presets = PresetNames(kind);
+    return absl::NotFoundError(absl::StrCat(
+        AbslView(path_or_preset), ": no such file and no ", AbslView(kind),
+        " preset of that name in configs/", AbslView(kind), "/",
+        DidYouMean(path_or_preset, presets), " (presets: ", absl::StrJoin(presets, ", "), ")"));
   }
   return absl::NotFoundError(absl::StrCat(AbslView(path_or_preset), ": cannot open file"));
 }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -36,6 +37,10 @@ class JsonConfig {
                                                      std::string_view key, int64_t min_value) const;
   absl::StatusOr<int64_t> RequiredInt(const nlohmann::json& object, std::string_view object_path,
                                       std::string_view key, int64_t min_value) const;
+  // A memory size: a positive integer, or a string such as "64GiB" (sim/util/byte_size.h).
+  absl::StatusOr<std::optional<int64_t>> OptionalByteSize(const nlohmann::json& object,
+                                                          std::string_view object_path,
+                                                          std::string_view key) const;
   absl::StatusOr<std::optional<double>> OptionalNumber(const nlohmann::json& object,
                                                        std::string_view object_path,
                                                        std::string_view key, double min_value,
@@ -57,6 +62,9 @@ class JsonConfig {
 
 // Reads a whole file. NotFound names the path.
 absl::StatusOr<std::string> ReadFileToString(std::string_view path);
+
+// The preset names of configs/<kind>/ (and $PREFIXSIM_CONFIG_DIR/<kind>/), sorted.
+std::vector<std::string> PresetNames(std::string_view kind);
 
 // Resolves a config argument: an existing file path, or a preset name looked up as
 // <dir>/<name>.json in the source tree's configs/<kind>/ directory.

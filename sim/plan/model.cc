@@ -1,9 +1,11 @@
+#include "prefixsim/model.h"
+
 #include <algorithm>
 #include <array>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/model.h"
 #include "prefixsim/status.h"
 #include "sim/plan/config_fields.h"
 #include "sim/plan/json_config.h"
@@ -327,7 +329,20 @@ absl::StatusOr<ModelSpec> ParseModelJson(std::string_view text, std::string_view
 
 absl::StatusOr<ModelSpec> LoadModel(std::string_view path_or_preset,
                                     const ModelLoadOptions& options) {
-  PREFIXSIM_ASSIGN_OR_RETURN(std::string path, ResolvePresetPath(path_or_preset, "models"));
+  std::string arg(path_or_preset);
+  std::error_code ec;
+  if (std::filesystem::is_directory(arg, ec)) {
+    // A HuggingFace model directory (a snapshot or a checkout): its config.json.
+    const std::filesystem::path config = std::filesystem::path(arg) / "config.json";
+    if (!std::filesystem::is_regular_file(config, ec)) {
+      return absl::NotFoundError(absl::StrCat(
+          arg,
+          ": a directory without config.json (--model takes a model JSON, a HuggingFace "
+          "config.json, a HuggingFace model directory holding one, or a preset name)"));
+    }
+    arg = config.string();
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(std::string path, ResolvePresetPath(arg, "models"));
   PREFIXSIM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   if (LooksLikeHfConfig(text)) return ImportHfConfig(text, path, options);
   return ParseModelJson(text, path, options);

@@ -10,6 +10,7 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
+#include "sim/util/did_you_mean.h"
 
 namespace prefixsim {
 namespace {
@@ -130,9 +131,10 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
                                      std::string_view policy_name) {
   const BlockSizePolicy* policy = FindPolicy(policy_name);
   if (policy == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown policy '", AbslView(policy_name), "' (known: ",
-                                                   absl::StrJoin(RegisteredPolicyNames(), ", "),
-                                                   ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown policy '", AbslView(policy_name), "'",
+                     DidYouMean(policy_name, RegisteredPolicyNames()),
+                     " (known: ", absl::StrJoin(RegisteredPolicyNames(), ", "), ")"));
   }
   auto bad = [&](std::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat(model.source.empty() ? model.name : model.source,

@@ -108,6 +108,11 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
   j["memory_waste"] = {{"padding_bytes_per_block", waste.padding_bytes_per_block},
                        {"waste_fraction", waste.waste_fraction}};
   j["requests"] = r.requests;
+  if (!r.trace_has_prefix_identity) {
+    // Only for lengths-only traces, so that other reports stay as they were.
+    j["trace_has_prefix_identity"] = false;
+    j["trace_note"] = "the trace has no prefix identity: hit rates are 0 by construction";
+  }
   if (r.partial) {
     // Only in interrupted runs, so that complete reports stay as they were.
     j["partial"] = true;
@@ -170,6 +175,9 @@ nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results
   for (const ReplayResult& r : results) {
     if (r.partial) j["partial"] = true;
     if (r.overloaded) j["overloaded"] = true;  // some policy's engine fell behind its trace
+  }
+  if (!results.empty() && !results.front().trace_has_prefix_identity) {
+    j["trace_has_prefix_identity"] = false;
   }
   j["policies"] = nlohmann::ordered_json::array();
   for (const ReplayResult& r : results) j["policies"].push_back(ReplayResultToJson(r, options));

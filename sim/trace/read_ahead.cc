@@ -18,6 +18,7 @@ class ReadAheadReader : public TraceReader {
   ReadAheadReader(std::unique_ptr<TraceReader> inner, const ReadAheadOptions& options)
       : inner_(std::move(inner)),
         format_(inner_->format()),
+        has_prefix_identity_(inner_->has_prefix_identity()),
         prepare_(options.prepare),
         batch_requests_(std::max<size_t>(1, options.batch_requests)),
         max_batches_(std::max<size_t>(1, options.max_batches)) {
@@ -52,6 +53,7 @@ class ReadAheadReader : public TraceReader {
   }
 
   std::string_view format() const override { return format_; }
+  bool has_prefix_identity() const override { return has_prefix_identity_; }
   const TraceReadStats& stats() const override { return stats_; }
 
  private:
@@ -91,6 +93,7 @@ class ReadAheadReader : public TraceReader {
 
   std::unique_ptr<TraceReader> inner_;  // the producer's only
   const std::string format_;
+  const bool has_prefix_identity_;
   const std::function<void(Request*)> prepare_;  // the producer's only
   const size_t batch_requests_;
   const size_t max_batches_;

@@ -57,6 +57,9 @@ struct TraceFormat {
   std::string description;
   std::function<bool(const FirstRecord&)> detect;
   std::function<std::unique_ptr<RecordParser>(const TraceOptions&)> create;
+  // False for formats that carry lengths only: every request gets its own content, so no prefix
+  // is ever shared and hit rates are 0 by construction.
+  bool prefix_identity = true;
 };
 
 // Registered formats, in detection order.

@@ -31,7 +31,7 @@ const std::vector<TraceFormat>& TraceFormats() {
        [](const FirstRecord& r) {
          return !r.is_json_object && r.line.find(',') != std::string_view::npos;
        },
-       NewLengthsParser},
+       NewLengthsParser, /*prefix_identity=*/false},
   };
   return *formats;
 }

@@ -12,6 +12,7 @@
 #include "sim/trace/json_fields.h"
 #include "sim/trace/line_reader.h"
 #include "sim/trace/record_parser.h"
+#include "sim/util/did_you_mean.h"
 #include "simdjson.h"
 
 namespace prefixsim {
@@ -127,7 +128,9 @@ class StreamingTraceReader : public TraceReader {
   }
 
   std::string_view format() const override { return format_; }
+  bool has_prefix_identity() const override { return has_prefix_identity_; }
   const TraceReadStats& stats() const override { return stats_; }
+  void set_has_prefix_identity(bool value) { has_prefix_identity_ = value; }
 
  private:
   static void ClearRequest(Request* out) {
@@ -146,6 +149,7 @@ class StreamingTraceReader : public TraceReader {
 
   std::string path_;
   std::string format_;
+  bool has_prefix_identity_ = true;
   TraceOptions options_;
   std::unique_ptr<LineReader> lines_;
   std::unique_ptr<RecordParser> parser_;
@@ -200,8 +204,9 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
     }
     if (format == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown trace format '", options.format,
-                       "'; registered: ", absl::StrJoin(RegisteredTraceFormats(), ", ")));
+          absl::StrCat("unknown trace format '", options.format, "'",
+                       DidYouMean(options.format, RegisteredTraceFormats()),
+                       "; registered: ", absl::StrJoin(RegisteredTraceFormats(), ", ")));
     }
   }
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
@@ -250,6 +255,7 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
   auto parser = format->create(options);
   auto reader = std::make_unique<StreamingTraceReader>(
       path, format->name, options, std::move(lines), std::move(parser), first_line);
+  reader->set_has_prefix_identity(format->prefix_identity);
   return reader;
 }
 
