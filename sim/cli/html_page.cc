@@ -70,17 +70,10 @@ absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngin
 absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
                            const ModelAndEngine& loaded, const std::vector<ReplayResult>& results,
                            bool deltas, const std::string& command) {
-  if (options.html_path.empty()) {
-    if (!options.capacities.empty()) {
-      return absl::InvalidArgumentError("--capacities needs --html (it feeds the report page)");
-    }
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<int64_t>> parsed = ParseCapacities(options.capacities);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--capacities: ", parsed.status().message()));
-  }
-  const std::vector<int64_t>& capacities = *parsed;
+  if (options.html_path.empty()) return absl::OkStatus();
+  // CheckHtmlOptions has accepted the list.
+  PREFIXSIM_ASSIGN_OR_RETURN(const std::vector<int64_t> capacities,
+                             ParseCapacities(options.capacities));
   HtmlReportOptions page;
   page.title = absl::StrCat("prefixsim ", command, ": ", loaded.model.name);
   page.subtitle =

@@ -35,6 +35,7 @@ absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list);
 absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngine& loaded,
                               const std::vector<std::string>& policies);
 
+// REQUIRES: CheckHtmlOptions(options, ...) returned OK.
 // Runs the capacity sweep (every result's policy at every capacity, on a few threads) and the
 // trace's alignment curve, then writes the page to options.html_path. Does nothing without
 // --html. `deltas`: compare's delta column.

@@ -12,7 +12,9 @@
 #include "prefixsim/engine.h"
 #include "prefixsim/status.h"
 #include "sim/grid/point_config.h"
+#include "sim/report/html_charts.h"
 #include "sim/report/report.h"
+#include "sim/util/did_you_mean.h"
 
 namespace prefixsim::grid {
 namespace {
@@ -52,19 +54,6 @@ const std::vector<std::pair<std::string, std::string>>& Aliases() {
   return *aliases;
 }
 
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // The closest known name, when close enough to be a typo; a bare last component
 // ("imbalance") suggests its full path.
 std::string Suggest(const std::string& name) {
@@ -72,9 +61,9 @@ std::string Suggest(const std::string& name) {
   for (const auto& [alias, path] : Aliases()) candidates.push_back(alias);
   for (const std::string& path : KnownMetricPaths()) candidates.push_back(path);
   std::string best;
-  size_t best_distance = std::max<size_t>(2, name.size() / 4) + 1;
+  int best_distance = std::max<int>(2, static_cast<int>(name.size() / 4)) + 1;
   for (const std::string& c : candidates) {
-    size_t d = EditDistance(name, c);
+    int d = EditDistance(name, c);
     const size_t dot = c.rfind('.');
     if (dot != std::string::npos) d = std::min(d, EditDistance(name, c.substr(dot + 1)));
     if (d < best_distance) {
@@ -288,36 +277,6 @@ Cells FormatCells(const RegressRow& row) {
   return c;
 }
 
-std::string XmlEscape(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        // Control characters other than tab/newline are not allowed in XML 1.0.
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n') {
-          out += '?';
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
 
 std::string MarkdownCell(std::string_view s) {
   std::string out;
@@ -571,13 +530,13 @@ std::string FormatRegressJUnit(const RegressReport& r) {
   const std::string counts =
       absl::StrFormat("tests=\"%d\" failures=\"%d\" errors=\"0\"", r.rows.size(), failures);
   absl::StrAppend(&out, "<testsuites name=\"prefixsim regress\" ", counts, ">\n");
-  absl::StrAppend(&out, "  <testsuite name=\"", XmlEscape(r.suite), "\" ", counts,
+  absl::StrAppend(&out, "  <testsuite name=\"", html::Escape(r.suite), "\" ", counts,
                   absl::StrFormat(" skipped=\"%d\"", skipped), ">\n");
   for (const RegressRow& row : r.rows) {
     const RegressPoint* p = FindPoint(r, row.point_index);
     absl::StrAppend(&out, "    <testcase classname=\"",
-                    XmlEscape(absl::StrCat(r.suite, ".", p != nullptr ? p->Label() : "")),
-                    "\" name=\"", XmlEscape(row.metric), "\"");
+                    html::Escape(absl::StrCat(r.suite, ".", p != nullptr ? p->Label() : "")),
+                    "\" name=\"", html::Escape(row.metric), "\"");
     if (row.status == RegressStatus::kNotApplicable) {
       out += ">\n      <skipped message=\"not in this point's summary\"/>\n    </testcase>\n";
       continue;
@@ -589,9 +548,9 @@ std::string FormatRegressJUnit(const RegressReport& r) {
     if (!row.note.empty()) absl::StrAppend(&detail, " (", row.note, ")");
     if (IsFailure(row.status)) {
       absl::StrAppend(&out, ">\n      <failure type=\"", RegressStatusName(row.status),
-                      "\" message=\"", XmlEscape(detail), "\"/>\n    </testcase>\n");
+                      "\" message=\"", html::Escape(detail), "\"/>\n    </testcase>\n");
     } else {
-      absl::StrAppend(&out, ">\n      <system-out>", XmlEscape(detail),
+      absl::StrAppend(&out, ">\n      <system-out>", html::Escape(detail),
                       "</system-out>\n    </testcase>\n");
     }
   }
