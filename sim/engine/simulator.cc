@@ -36,13 +36,10 @@ Simulator::Simulator(const KvPlan& plan, const EngineConfig& engine, const Repla
                                   : 2 * engine.max_model_len + 10000;
 }
 
-absl::Status Simulator::CheckProgress() const {
+absl::Status Simulator::ThrashingError() const {
   const int64_t preemptions = scheduler_->counters().preemptions - preemptions_at_last_finish_;
   const int64_t steps = totals_.counters.num_steps - steps_at_last_finish_;
   const int64_t max_preemptions = options_.max_preemptions_without_finish;
-  const bool too_many_preemptions = max_preemptions > 0 && preemptions >= max_preemptions;
-  const bool too_many_steps = max_steps_without_finish_ > 0 && steps >= max_steps_without_finish_;
-  if (!too_many_preemptions && !too_many_steps) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       "the engine is thrashing",
       engine_.fleet.replicas > 1 || engine_.fleet.auto_replicas
@@ -159,7 +156,7 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
   ReplayResult& result = totals_.counters;
   for (;;) {
     scheduler_->Schedule(&batch_);
-    PREFIXSIM_RETURN_IF_ERROR(CheckProgress());
+    if (ThrashLimitReached()) return ThrashingError();
     if (!batch_.empty()) break;
     if (scheduler_->num_waiting() == 0 && scheduler_->num_running() == 0) return 0;
     const AdmissionStop stop = scheduler_->last_admission_stop();

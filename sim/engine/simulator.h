@@ -99,7 +99,14 @@ class Simulator {
 
   // The thrashing check (ReplayOptions::max_preemptions_without_finish): the scheduler's
   // preemption count and this replica's step count when a request last finished.
-  absl::Status CheckProgress() const;
+  bool ThrashLimitReached() const {
+    const int64_t preemptions = scheduler_->counters().preemptions - preemptions_at_last_finish_;
+    const int64_t steps = totals_.counters.num_steps - steps_at_last_finish_;
+    return (options_.max_preemptions_without_finish > 0 &&
+            preemptions >= options_.max_preemptions_without_finish) ||
+           (max_steps_without_finish_ > 0 && steps >= max_steps_without_finish_);
+  }
+  absl::Status ThrashingError() const;
   int64_t preemptions_at_last_finish_ = 0;
   int64_t steps_at_last_finish_ = 0;
   int64_t max_steps_without_finish_ = 0;  // resolved from the options; 0 = no limit

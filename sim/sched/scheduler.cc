@@ -45,14 +45,12 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
 // it: the next block boundary (a chunk starting inside a block), the last cacheable position,
 // the prompt's last hash boundary (partial hits), and the shared-prefix junction (block-floored),
 // so that the states there are cached. Uses the mamba group's block size (vLLM issue #54076).
-int64_t MambaAlignedSplit(const SchedulerConfig& config, const SimRequest& req,
-                          int64_t num_new_tokens, int64_t num_computed) {
+int64_t MambaAlignedPrefillSplit(const SchedulerConfig& config, const SimRequest& req,
+                                 int64_t num_new_tokens, int64_t num_computed) {
   const int64_t b = config.mamba_align_block_size;
-  if (b <= 0) return num_new_tokens;
   const int64_t start = num_computed;
-  // num_tokens - 1 extends the prefill to a resumed request replaying its outputs.
   const int64_t prefill_end = std::max(req.prompt_tokens, req.num_tokens - 1);
-  if (start >= prefill_end) return num_new_tokens;  // decoding
+  PREFIXSIM_DCHECK(b > 0 && start < prefill_end);
   int64_t last_cache_position = req.num_tokens - req.num_tokens % b;
   // EAGLE: full attention drops the last matched block, so the last state that can serve a hit
   // is one block earlier.

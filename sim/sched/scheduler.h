@@ -112,11 +112,23 @@ struct SchedulerCounters {
   int64_t preemptions = 0;
 };
 
+// The prefill case of MambaAlignedSplit (scheduler.cc says which stops it makes).
+int64_t MambaAlignedPrefillSplit(const SchedulerConfig& config, const SimRequest& req,
+                                 int64_t num_new_tokens, int64_t num_computed);
+
 // How many of `num_new_tokens` a request with `num_computed` computed tokens prefills this step
-// under mamba align mode (vLLM's _mamba_block_aligned_split; scheduler.cc says which stops it
-// makes). num_new_tokens itself when config.mamba_align_block_size is 0 or the request decodes.
-int64_t MambaAlignedSplit(const SchedulerConfig& config, const SimRequest& req,
-                          int64_t num_new_tokens, int64_t num_computed);
+// under mamba align mode (vLLM's _mamba_block_aligned_split). num_new_tokens itself when
+// config.mamba_align_block_size is 0 or the request decodes (num_tokens - 1 extends the prefill
+// to a resumed request replaying its outputs). Inline: every step asks it for every running
+// request, and nearly all of them decode.
+inline int64_t MambaAlignedSplit(const SchedulerConfig& config, const SimRequest& req,
+                                 int64_t num_new_tokens, int64_t num_computed) {
+  if (config.mamba_align_block_size <= 0 ||
+      num_computed >= std::max(req.prompt_tokens, req.num_tokens - 1)) {
+    return num_new_tokens;
+  }
+  return MambaAlignedPrefillSplit(config, req, num_new_tokens, num_computed);
+}
 
 class Scheduler {
  public:
