@@ -466,10 +466,10 @@ std::string AlignmentCurve(const std::vector<ReplayResult>& results,
 // carry data attributes (policy, replica) so that tests and scripts can find the rows.
 std::string FleetCard(const ReplayResult& r, int index) {
   const FleetSummary& f = *r.fleet;
-  std::string s =
-      absl::StrCat("<div class=\"plan fleet\" data-policy=\"", Escape(r.policy), "\"><h3>",
-                   Swatch(index), Escape(r.policy), "</h3>\n<ul><li>", f.replicas,
-                   " replicas behind router <span class=\"math\">", Escape(f.router), "</span>");
+  std::string s = absl::StrCat("<div class=\"plan fleet\" data-policy=\"", Escape(r.policy),
+                               "\"><h3>", Swatch(index), Escape(r.policy), "</h3>\n<ul><li>",
+                               f.replicas, f.replicas == 1 ? " replica" : " replicas",
+                               " behind router <span class=\"math\">", Escape(f.router), "</span>");
   if (f.overlap_weight > 0)
     absl::StrAppend(&s, " (overlap weight ", Number(f.overlap_weight, 2), ")");
   absl::StrAppend(&s, "</li><li>load imbalance ", Number(f.imbalance, 2),

@@ -20,9 +20,9 @@ std::string LatencyRow(const char* name, const LatencySummary& l) {
 // `policy` non-empty names the policy whose fleet this is (compare prints one per policy).
 std::string FleetSection(const FleetSummary& f, const std::string& policy = "") {
   std::string s;
-  absl::StrAppendFormat(&s, "Fleet%s: %d replicas, router %s",
+  absl::StrAppendFormat(&s, "Fleet%s: %d replica%s, router %s",
                         policy.empty() ? "" : absl::StrCat(" of policy ", policy), f.replicas,
-                        f.router);
+                        f.replicas == 1 ? "" : "s", f.router);
   if (f.overlap_weight > 0) absl::StrAppendFormat(&s, " (overlap weight %g)", f.overlap_weight);
   absl::StrAppendFormat(&s, ", load imbalance %.2f (max / mean requests)\n", f.imbalance);
   if (f.auto_sized) {
