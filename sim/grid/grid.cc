@@ -124,6 +124,29 @@ Json HeadlineMetrics(const Json& s) {
   return m;
 }
 
+Json FleetColumns(const Json& s) {
+  Json m = Json::object();
+  const Json::json_pointer fleet("/fleet");
+  if (s.contains(fleet)) {
+    const Json& f = s.at(fleet);
+    if (f.contains("replicas")) m["fleet_replicas"] = f["replicas"];
+    if (f.contains("router")) m["fleet_router"] = f["router"];
+    if (f.contains("imbalance")) m["fleet_imbalance"] = f["imbalance"];
+  } else {
+    // One engine (the summary has a fleet object only for more than one replica): a fleet of
+    // one, no router, evenly loaded, so that the column means the same on every row.
+    m["fleet_replicas"] = 1;
+    m["fleet_router"] = "";
+    m["fleet_imbalance"] = 1.0;
+  }
+  if (s.contains("lost_to_alignment_tokens")) {
+    m["lost_to_alignment_tokens"] = s["lost_to_alignment_tokens"];
+  }
+  // Point files written before the summary had `overloaded` leave the cell empty.
+  if (s.contains("overloaded")) m["overloaded"] = s["overloaded"];
+  return m;
+}
+
 absl::Status WriteFileAtomic(const std::string& path, const std::string& text) {
   return cli::WriteFileAtomically(path, text);
 }
@@ -299,9 +322,11 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
   std::error_code ec;
   fs::create_directories(out_points, ec);
   if (ec) return absl::InternalError(absl::StrCat(out_points.string(), ": ", ec.message()));
-  // Columns: every axis key (first-seen order over points), then the headline metrics.
+  // Columns: every axis key (first-seen order over points), then the headline metrics, then the
+  // fleet columns (appended after the headline ones, so older readers' columns keep their place).
   std::vector<std::string> axes;
   std::vector<std::string> metrics;
+  std::vector<std::string> fleet_metrics;
   Json rows = Json::array();
   for (auto& [index, entry] : points) {
     auto& [name, doc] = entry;
@@ -324,8 +349,16 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
     for (const auto& [k, v] : row["metrics"].items()) {
       if (std::find(metrics.begin(), metrics.end(), k) == metrics.end()) metrics.push_back(k);
     }
+    const Json fleet_columns = FleetColumns(doc["result"]);
+    for (const auto& [k, v] : fleet_columns.items()) {
+      row["metrics"][k] = v;
+      if (std::find(fleet_metrics.begin(), fleet_metrics.end(), k) == fleet_metrics.end()) {
+        fleet_metrics.push_back(k);
+      }
+    }
     rows.push_back(std::move(row));
   }
+  metrics.insert(metrics.end(), fleet_metrics.begin(), fleet_metrics.end());
   Json results;
   results["scenario"] = scenario_name;
   results["grid_size"] = grid_size;

@@ -82,6 +82,71 @@ std::string DefaultTick(double v) {
   return Number(v, a >= 0.1 ? 2 : 3);
 }
 
+// The <figure> and <svg> opening tags of a chart.
+std::string OpenFigure(const ChartSpec& spec) {
+  return absl::StrFormat(
+      "<figure class=\"chart\" data-chart=\"%s\"><figcaption>%s</figcaption>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
+      "height=\"%d\" role=\"img\" aria-label=\"%s\">\n",
+      Escape(spec.id), Escape(spec.title), kWidth, kHeight, kWidth, kHeight, Escape(spec.title));
+}
+
+// Horizontal grid lines with their y tick labels.
+void AppendYGrid(std::string* out, const Axis& ay, double ylo, double yhi,
+                 const std::function<std::string(double)>& yfmt) {
+  for (double t : LinearTicks(ylo, yhi)) {
+    const double y = ay.T(t);
+    absl::StrAppendFormat(out,
+                          "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                          kLeft, kWidth - kRight, y, y, kLeft - 6, y + 4, Escape(yfmt(t)));
+  }
+}
+
+// The two axis lines and the axis labels.
+void AppendFrame(std::string* out, const ChartSpec& spec) {
+  absl::StrAppendFormat(out,
+                        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>"
+                        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>\n",
+                        kLeft, kWidth - kRight, kHeight - kBottom, kHeight - kBottom, kLeft, kLeft,
+                        kTop, kHeight - kBottom);
+  absl::StrAppendFormat(out,
+                        "<text class=\"xlabel\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                        "font-size=\"13\">%s</text>\n",
+                        (kLeft + kWidth - kRight) / 2, kHeight - 12, Escape(spec.x_label));
+  absl::StrAppendFormat(out,
+                        "<text class=\"ylabel\" transform=\"translate(18,%d) rotate(-90)\" "
+                        "text-anchor=\"middle\" font-size=\"13\">%s</text>\n",
+                        (kTop + kHeight - kBottom) / 2, Escape(spec.y_label));
+}
+
+// Legend: one row above the plot.
+void AppendLegend(std::string* out, const ChartSpec& spec) {
+  *out += "<g class=\"legend\" font-size=\"12\">\n";
+  double lx = kLeft;
+  for (const Series& s : spec.series) {
+    absl::StrAppendFormat(out,
+                          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"16\" y2=\"16\" stroke=\"%s\" "
+                          "stroke-width=\"3\"/><text x=\"%.1f\" y=\"20\">%s</text>\n",
+                          lx, lx + 18, Color(s.color), lx + 23, Escape(s.name));
+    lx += 40 + 7.0 * static_cast<double>(s.name.size());
+  }
+  *out += "</g>\n";
+}
+
+void AppendNoData(std::string* out) {
+  absl::StrAppendFormat(out,
+                        "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no "
+                        "data</text>\n",
+                        (kLeft + kWidth) / 2, (kTop + kHeight) / 2);
+}
+
+void CloseFigure(std::string* out, const ChartSpec& spec) {
+  *out += "</svg>";
+  if (!spec.note.empty()) absl::StrAppend(out, "<p class=\"note\">", spec.note, "</p>");
+  *out += "</figure>\n";
+}
+
 }  // namespace
 
 ChartSpec::ChartSpec() : x_min(kNaN), x_max(kNaN), y_min(kNaN), y_max(kNaN) {}
@@ -178,11 +243,7 @@ Series CdfSeries(std::string name, std::vector<double> values, int color, size_t
 }
 
 std::string LineChart(const ChartSpec& spec) {
-  std::string out = absl::StrFormat(
-      "<figure class=\"chart\" data-chart=\"%s\"><figcaption>%s</figcaption>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
-      "height=\"%d\" role=\"img\" aria-label=\"%s\">\n",
-      Escape(spec.id), Escape(spec.title), kWidth, kHeight, kWidth, kHeight, Escape(spec.title));
+  std::string out = OpenFigure(spec);
   // Domain.
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo;
   double ylo = xlo, yhi = -xlo;
@@ -229,13 +290,7 @@ std::string LineChart(const ChartSpec& spec) {
 
   // Grid, ticks and axes.
   out += "<g class=\"axes\" font-size=\"12\" fill=\"#333\">\n";
-  for (double t : LinearTicks(ylo, yhi)) {
-    const double y = ay.T(t);
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
-                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                          kLeft, kWidth - kRight, y, y, kLeft - 6, y + 4, Escape(yfmt(t)));
-  }
+  AppendYGrid(&out, ay, ylo, yhi, yfmt);
   const std::vector<double> xt =
       log_x ? LogTicks(xlo, xhi, spec.log2_x ? 2.0 : 10.0) : LinearTicks(xlo, xhi);
   for (double t : xt) {
@@ -246,32 +301,9 @@ std::string LineChart(const ChartSpec& spec) {
                           x, x, kTop, kHeight - kBottom + 5, x, kHeight - kBottom + 18,
                           Escape(xfmt(t)));
   }
-  absl::StrAppendFormat(&out,
-                        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>"
-                        "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>\n",
-                        kLeft, kWidth - kRight, kHeight - kBottom, kHeight - kBottom, kLeft, kLeft,
-                        kTop, kHeight - kBottom);
-  absl::StrAppendFormat(&out,
-                        "<text class=\"xlabel\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
-                        "font-size=\"13\">%s</text>\n",
-                        (kLeft + kWidth - kRight) / 2, kHeight - 12, Escape(spec.x_label));
-  absl::StrAppendFormat(&out,
-                        "<text class=\"ylabel\" transform=\"translate(18,%d) rotate(-90)\" "
-                        "text-anchor=\"middle\" font-size=\"13\">%s</text>\n",
-                        (kTop + kHeight - kBottom) / 2, Escape(spec.y_label));
+  AppendFrame(&out, spec);
   out += "</g>\n";
-
-  // Legend: one row above the plot.
-  out += "<g class=\"legend\" font-size=\"12\">\n";
-  double lx = kLeft;
-  for (const Series& s : spec.series) {
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"16\" y2=\"16\" stroke=\"%s\" "
-                          "stroke-width=\"3\"/><text x=\"%.1f\" y=\"20\">%s</text>\n",
-                          lx, lx + 18, Color(s.color), lx + 23, Escape(s.name));
-    lx += 40 + 7.0 * static_cast<double>(s.name.size());
-  }
-  out += "</g>\n";
+  AppendLegend(&out, spec);
 
   // Data.
   absl::StrAppendFormat(&out,
@@ -334,15 +366,74 @@ std::string LineChart(const ChartSpec& spec) {
                           kTop + 14 + 15 * static_cast<int>(i), Color(m.color),
                           right ? "end" : "start", Escape(m.label));
   }
-  if (num_points == 0) {
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no "
-                          "data</text>\n",
-                          (kLeft + kWidth) / 2, (kTop + kHeight) / 2);
+  if (num_points == 0) AppendNoData(&out);
+  CloseFigure(&out, spec);
+  return out;
+}
+
+std::string BarChart(const ChartSpec& spec) {
+  std::string out = OpenFigure(spec);
+  // Categories 0..n-1 from the series' x values; bars of one category side by side.
+  int categories = 0;
+  double ylo = 0, yhi = 0;
+  size_t num_points = 0;
+  for (const Series& s : spec.series) {
+    for (const auto& [x, y] : s.points) {
+      if (x < 0) continue;
+      categories = std::max(categories, static_cast<int>(std::lround(x)) + 1);
+      ylo = std::min(ylo, y);
+      yhi = std::max(yhi, y);
+      ++num_points;
+    }
   }
-  out += "</svg>";
-  if (!spec.note.empty()) absl::StrAppend(&out, "<p class=\"note\">", spec.note, "</p>");
-  out += "</figure>\n";
+  if (!std::isnan(spec.y_min)) ylo = spec.y_min;
+  if (!std::isnan(spec.y_max)) {
+    yhi = spec.y_max;
+  } else {
+    yhi += 0.05 * (yhi - ylo);
+  }
+  if (yhi <= ylo) yhi = ylo + 1;
+  Axis ay{ylo, yhi, false, 10, kHeight - kBottom, kTop};
+  auto xfmt = spec.x_tick ? spec.x_tick : DefaultTick;
+  auto yfmt = spec.y_tick ? spec.y_tick : DefaultTick;
+  const double band =
+      static_cast<double>(kWidth - kRight - kLeft) / static_cast<double>(std::max(1, categories));
+  // Category labels thinned to at most ~16, so that a large fleet stays readable.
+  const int label_every = std::max(1, (categories + 15) / 16);
+
+  out += "<g class=\"axes\" font-size=\"12\" fill=\"#333\">\n";
+  AppendYGrid(&out, ay, ylo, yhi, yfmt);
+  for (int c = 0; c < categories; c += label_every) {
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                          kLeft + (c + 0.5) * band, kHeight - kBottom + 18,
+                          Escape(xfmt(static_cast<double>(c))));
+  }
+  AppendFrame(&out, spec);
+  out += "</g>\n";
+  AppendLegend(&out, spec);
+
+  // Each category's band: 80% bars (one slot per series), 20% gap.
+  const double slot = 0.8 * band / static_cast<double>(std::max<size_t>(1, spec.series.size()));
+  const double zero = ay.T(std::clamp(0.0, ylo, yhi));
+  out += "<g>\n";
+  for (size_t i = 0; i < spec.series.size(); ++i) {
+    const Series& s = spec.series[i];
+    for (const auto& [x, y] : s.points) {
+      if (x < 0) continue;
+      const double left =
+          kLeft + std::lround(x) * band + 0.1 * band + static_cast<double>(i) * slot;
+      const double top = ay.T(std::clamp(y, ylo, yhi));
+      absl::StrAppendFormat(&out,
+                            "<rect class=\"mark\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                            "height=\"%.1f\" fill=\"%s\"><title>%s, %s: %s</title></rect>\n",
+                            left, std::min(top, zero), std::max(0.5, slot - 1),
+                            std::abs(zero - top), Color(s.color), Escape(s.name), Escape(xfmt(x)),
+                            Escape(yfmt(y)));
+    }
+  }
+  out += "</g>\n";
+  if (num_points == 0) AppendNoData(&out);
+  CloseFigure(&out, spec);
   return out;
 }
 

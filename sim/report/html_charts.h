@@ -1,5 +1,5 @@
-// Small inline-SVG chart helper for the HTML reports (html_report.cc): line and step charts with
-// axes, ticks, units, a legend and vertical markers. No scripts, no network. Every drawn data
+// Small inline-SVG chart helper for the HTML reports (html_report.cc): line, step and bar charts
+// with axes, ticks, units, a legend and vertical markers. No scripts, no network. Every drawn data
 // element carries class "mark" so that a test (or the page's own check) can count them.
 #ifndef PREFIXSIM_SIM_REPORT_HTML_CHARTS_H_
 #define PREFIXSIM_SIM_REPORT_HTML_CHARTS_H_
@@ -56,6 +56,11 @@ struct ChartSpec {
 
 // A <figure class="chart"> holding the SVG. A chart with no points says so in its body.
 std::string LineChart(const ChartSpec& spec);
+
+// A grouped bar chart on the same frame: category c (an integer from 0) is a series' point with
+// x = c, and each category holds one bar per series, side by side, from 0 to y. spec.x_tick labels
+// the categories (default: the number); log axes and markers are ignored.
+std::string BarChart(const ChartSpec& spec);
 
 // The empirical CDF of `values` as a step series (at most ~max_points points).
 Series CdfSeries(std::string name, std::vector<double> values, int color, size_t max_points = 400);

@@ -4,8 +4,9 @@
 //
 // Sections: summary table (deltas against the first policy), the KV plan side by side with the
 // LCM arithmetic, hit rate over time, CDFs of per-request hit fraction and of tokens lost to the
-// alignment, TTFT and E2E CDFs, hit rate vs KV cache bytes, and `analyze`'s alignment curve with
-// each policy's A marked.
+// alignment, TTFT and E2E CDFs, hit rate vs KV cache bytes, `analyze`'s alignment curve with
+// each policy's A marked, and for fleet runs the router, the auto-sizing probes and the
+// per-replica table with bar charts of load and hit rate.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -161,6 +162,25 @@ std::string SummaryTable(const std::vector<ReplayResult>& results, bool deltas) 
         absl::StrAppend(&s, "<td class=\"", cls, "\">", !zero && d > 0 ? "+" : "",
                         zero ? Number(0, row.decimals) : Number(d, row.decimals), "</td>");
       }
+    }
+    s += "</tr>\n";
+  }
+  if (std::any_of(results.begin(), results.end(),
+                  [](const ReplayResult& r) { return r.fleet.has_value(); })) {
+    // One engine is a fleet of one, evenly loaded (what the text report shows too).
+    absl::StrAppend(&s, "<tr><td>replicas</td>");
+    for (const ReplayResult& r : results) {
+      absl::StrAppend(&s, "<td>", r.fleet ? r.fleet->replicas : 1, "</td>");
+    }
+    if (deltas) {
+      for (size_t i = 1; i < results.size(); ++i) s += "<td></td>";
+    }
+    absl::StrAppend(&s, "</tr>\n<tr><td>load imbalance (max / mean requests)</td>");
+    for (const ReplayResult& r : results) {
+      absl::StrAppend(&s, "<td>", Number(r.fleet ? r.fleet->imbalance : 1.0, 2), "</td>");
+    }
+    if (deltas) {
+      for (size_t i = 1; i < results.size(); ++i) s += "<td></td>";
     }
     s += "</tr>\n";
   }
@@ -440,6 +460,114 @@ std::string AlignmentCurve(const std::vector<ReplayResult>& results,
   return html::LineChart(c);
 }
 
+// ---- 7. the fleet ----
+
+// One policy's fleet: the router, the auto-sizing probes and the per-replica table. The tables
+// carry data attributes (policy, replica) so that tests and scripts can find the rows.
+std::string FleetCard(const ReplayResult& r, int index) {
+  const FleetSummary& f = *r.fleet;
+  std::string s = absl::StrCat("<div class=\"plan fleet\" data-policy=\"", Escape(r.policy),
+                               "\"><h3>", Swatch(index), Escape(r.policy), "</h3>\n<ul><li>",
+                               f.replicas, f.replicas == 1 ? " replica" : " replicas",
+                               " behind router <span class=\"math\">", Escape(f.router), "</span>");
+  if (f.overlap_weight > 0)
+    absl::StrAppend(&s, " (overlap weight ", Number(f.overlap_weight, 2), ")");
+  absl::StrAppend(&s, "</li><li>load imbalance ", Number(f.imbalance, 2),
+                  " (max / mean requests per replica; 1 is even)</li>");
+  if (f.auto_sized) {
+    absl::StrAppend(&s,
+                    "<li><span class=\"math\">--replicas auto</span>: the smallest fleet whose "
+                    "simulated span is at most 1.1 &times; the trace span (",
+                    Number(static_cast<double>(f.trace_span_ns) / 1e9, 1),
+                    " s) and whose p99 TTFT is within ", Number(f.ttft_slo_ms, 0),
+                    " ms; sizes in the order tried:</li>");
+  }
+  s += "</ul>\n";
+  if (f.auto_sized) {
+    absl::StrAppend(&s, "<table class=\"fleet-probes\" data-policy=\"", Escape(r.policy),
+                    "\"><thead><tr><th>replicas tried</th><th>simulated span (s)</th>"
+                    "<th>trace span (s)</th><th>span ratio</th><th>TTFT p99 (ms)</th>"
+                    "<th>verdict</th></tr></thead><tbody>");
+    const double span_s = static_cast<double>(f.trace_span_ns) / 1e9;
+    for (const AutoSizeProbe& p : f.probes) {
+      const double sim_s = static_cast<double>(p.sim_time_ns) / 1e9;
+      const char* verdict = p.keeps_up ? "keeps up" : p.thrashed ? "thrashed" : "falls behind";
+      // A thrashed probe stopped early: its span and TTFT are unknown, not 0.
+      absl::StrAppend(
+          &s, "<tr data-replicas=\"", p.replicas, "\"",
+          p.replicas == f.replicas ? " class=\"chosen\"" : "", "><td>", p.replicas,
+          p.replicas == f.replicas ? " (chosen)" : "", "</td><td>",
+          p.thrashed ? "&ndash;" : Number(sim_s, 1), "</td><td>", Number(span_s, 1), "</td><td>",
+          p.thrashed || span_s <= 0 ? "&ndash;" : Number(sim_s / span_s, 2), "</td><td>",
+          p.thrashed ? "&ndash;" : Number(p.ttft_p99_ms, 1), "</td><td class=\"",
+          p.keeps_up ? "pos" : "neg", "\">", verdict, "</td></tr>");
+    }
+    s += "</tbody></table>\n";
+  }
+  absl::StrAppend(&s, "<table class=\"fleet-replicas\" data-policy=\"", Escape(r.policy),
+                  "\"><thead><tr><th>replica</th><th>requests</th><th>finished</th>"
+                  "<th>hit rate (%)</th><th>preemptions</th><th>evicted blocks</th>"
+                  "<th>KV use (%)</th></tr></thead><tbody>");
+  for (size_t i = 0; i < f.per_replica.size(); ++i) {
+    const ReplicaSummary& rep = f.per_replica[i];
+    absl::StrAppend(&s, "<tr data-replica=\"", i, "\"><td>", i, "</td><td>",
+                    Thousands(rep.requests), "</td><td>", Thousands(rep.finished_requests),
+                    "</td><td>", Number(100.0 * rep.prefix_cache.hit_rate(), 2), "</td><td>",
+                    Thousands(rep.preemptions), "</td><td>", Thousands(rep.evicted_blocks),
+                    "</td><td>", Number(100.0 * rep.mean_kv_usage, 1), "</td></tr>");
+  }
+  s += "</tbody></table></div>\n";
+  return s;
+}
+
+// Requests and hit rate per replica, one bar per policy.
+std::string FleetCharts(const std::vector<ReplayResult>& results) {
+  html::ChartSpec load, hits;
+  load.id = "fleet-load";
+  load.title = "Requests routed to each replica";
+  load.y_label = "requests";
+  hits.id = "fleet-hit-rate";
+  hits.title = "Prefix cache hit rate of each replica";
+  hits.y_label = "hit rate, token-weighted (%)";
+  hits.y_max = 100;
+  for (html::ChartSpec* c : {&load, &hits}) {
+    c->x_label = "replica";
+    c->y_min = 0;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].fleet) continue;
+    html::Series l, h;
+    l.name = h.name = results[i].policy;
+    l.color = h.color = static_cast<int>(i);
+    const auto& per_replica = results[i].fleet->per_replica;
+    for (size_t k = 0; k < per_replica.size(); ++k) {
+      l.points.emplace_back(static_cast<double>(k), static_cast<double>(per_replica[k].requests));
+      h.points.emplace_back(static_cast<double>(k), 100.0 * per_replica[k].prefix_cache.hit_rate());
+    }
+    load.series.push_back(std::move(l));
+    hits.series.push_back(std::move(h));
+  }
+  load.note =
+      "An even router gives bars of one height; load imbalance is the tallest bar over "
+      "the mean.";
+  hits.note =
+      "Each replica's own cache: hit tokens / prompt tokens of the requests it served "
+      "(first admission).";
+  return html::BarChart(load) + html::BarChart(hits);
+}
+
+std::string FleetSection(const std::vector<ReplayResult>& results) {
+  std::string s =
+      "<h2 id=\"fleet\">7. Fleet: replicas behind a router</h2>\n<div class=\"plans\">\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].fleet) s += FleetCard(results[i], static_cast<int>(i));
+  }
+  s += "</div>\n<div class=\"charts\">";
+  s += FleetCharts(results);
+  s += "</div>\n";
+  return s;
+}
+
 }  // namespace
 
 std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlReportOptions& options) {
@@ -471,6 +599,12 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
        "rounded to S) minus the real hit. <b>Unpublished by the S round-down</b>: computed tokens "
        "of finished requests that the hybrid caching rule kept out of the cache.";
   if (deltas) s += " Deltas are against the first policy.";
+  for (const ReplayResult& r : results) {
+    if (!r.fleet) continue;
+    s += " Each policy ran a fleet of replicas behind a router; its figures are the fleet's "
+         "totals (per replica in <a href=\"#fleet\">section 7</a>).";
+    break;
+  }
   s += "</p>\n";
 
   s += "<h2>1. KV cache plan</h2>\n<div class=\"plans\">\n";
@@ -506,6 +640,10 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   s += "</section>\n<section><h2>6. What the trace allows at each alignment</h2>\n";
   s += AlignmentCurve(results, options);
   s += "</section></div>\n";
+  if (std::any_of(results.begin(), results.end(),
+                  [](const ReplayResult& r) { return r.fleet.has_value(); })) {
+    s += FleetSection(results);
+  }
   s += kVerifyScript;
   s += "</body></html>\n";
   return s;

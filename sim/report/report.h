@@ -50,6 +50,8 @@ void WriteRequestCsvRow(const RequestRecord& record, bool fleet, std::ostream& o
 // Comparison of several replays of one trace; deltas are against the first.
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                         const ReportOptions& options = {});
+// The side-by-side table, then each fleet policy's fleet section as `replay` prints it (router,
+// sizes tried under --replicas auto, per-replica table).
 std::string FormatComparison(const std::vector<ReplayResult>& results);
 // A self-contained HTML page (inline CSS and SVG, no network): HtmlReport without the extras.
 std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::string& title);
@@ -77,7 +79,8 @@ struct HtmlReportOptions {
 
 // The A/B report page (html_report.cc): summary, the KV plans side by side with the LCM
 // arithmetic, hit rate over time, CDFs of per-request hit fraction, lost-to-alignment tokens,
-// TTFT and E2E, hit rate vs KV bytes, and the alignment curve with each policy's A marked.
+// TTFT and E2E, hit rate vs KV bytes, the alignment curve with each policy's A marked, and for a
+// fleet (ReplayResult::fleet) its router, auto-sizing probes and per-replica table and charts.
 // Self-contained: inline CSS and SVG plus a short inline script that only verifies the page.
 std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlReportOptions& options);
 

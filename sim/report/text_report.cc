@@ -17,9 +17,12 @@ std::string LatencyRow(const char* name, const LatencySummary& l) {
                          l.p90_ms, l.p99_ms, l.max_ms);
 }
 
-std::string FleetSection(const FleetSummary& f) {
+// `policy` non-empty names the policy whose fleet this is (compare prints one per policy).
+std::string FleetSection(const FleetSummary& f, const std::string& policy = "") {
   std::string s;
-  absl::StrAppendFormat(&s, "Fleet: %d replicas, router %s", f.replicas, f.router);
+  absl::StrAppendFormat(&s, "Fleet%s: %d replica%s, router %s",
+                        policy.empty() ? "" : absl::StrCat(" of policy ", policy), f.replicas,
+                        f.replicas == 1 ? "" : "s", f.router);
   if (f.overlap_weight > 0) absl::StrAppendFormat(&s, " (overlap weight %g)", f.overlap_weight);
   absl::StrAppendFormat(&s, ", load imbalance %.2f (max / mean requests)\n", f.imbalance);
   if (f.auto_sized) {
@@ -246,6 +249,11 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
         "%.0f");
     row(
         "load imbalance", [](R r) { return r.fleet ? r.fleet->imbalance : 1.0; }, "%.2f");
+  }
+  // The two fleet rows above cannot show how the load and the hits spread over replicas, nor
+  // which sizes --replicas auto tried: each policy's fleet as replay prints it.
+  for (const ReplayResult& r : results) {
+    if (r.fleet) absl::StrAppend(&s, "\n", FleetSection(*r.fleet, r.policy));
   }
   return s;
 }

@@ -4,6 +4,8 @@
 // SVG elements into data attributes; the test checks them, and that the browser logged no console
 // message at all (errors, failed loads and uncaught exceptions all log to the console).
 //
+// A fleet replay's page is checked the same way for its per-replica bar charts.
+//
 // PREFIXSIM_SCREENSHOT_OUT=path: also copy the screenshot there (docs/compare_chat_old_new.png is
 // made this way).
 #include <fcntl.h>
@@ -228,6 +230,32 @@ TEST_F(HtmlBrowserTest, ReplayPageHasNoDeltas) {
   EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
   EXPECT_NE(dom.find("data-charts=\"7\" data-charts-drawn=\"7\""), std::string::npos)
       << dom.substr(0, 400);
+  EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
+}
+
+// A fleet replay's page adds the fleet section with its two bar charts; every chart still draws.
+TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
+  const fs::path page = dir_ / "fleet.html";
+  const auto cli = testing::RunCli("replay --trace " PREFIXSIM_SOURCE_DIR
+                                   "/traces/sample_chat.jsonl --model kimi-k3-like --engine "
+                                   "kimi-k3-dspark --policy new --replicas 2 --router kv_aware "
+                                   "--no-progress --html " +
+                                   page.string());
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  std::vector<std::string> dump = ChromiumArgs(dir_ / "profile");
+  dump.push_back("--dump-dom");
+  dump.push_back("file://" + page.string());
+  ASSERT_EQ(RunWithTimeout(dump, dir_ / "dom.html", dir_ / "dom.err", 120), 0)
+      << ReadFile(dir_ / "dom.err");
+  const std::string dom = ReadFile(dir_ / "dom.html");
+  EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
+  EXPECT_NE(dom.find("data-charts=\"9\" data-charts-drawn=\"9\""), std::string::npos)
+      << dom.substr(0, 400);
+  for (const char* id : {"fleet-load", "fleet-hit-rate"}) {
+    EXPECT_NE(dom.find(std::string("data-chart=\"") + id + "\" data-drawn=\"2\""),
+              std::string::npos)
+        << id;
+  }
   EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
 }
 
