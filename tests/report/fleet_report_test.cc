@@ -279,7 +279,8 @@ TEST(FleetReportTest, SweepResultsCsvHasTheFleetColumns) {
   }
   // results.json carries the same cells.
   const auto results = nlohmann::json::parse(ReadFile(out / "results.json"));
-  EXPECT_EQ(results["rows"][1]["metrics"]["fleet_replicas"], 2);
+  // at(): a missing key fails the test instead of reading past a const object.
+  EXPECT_EQ(results.at("rows").at(1).at("metrics").at("fleet_replicas"), 2);
   fs::remove_all(dir);
 }
 
