@@ -3,20 +3,25 @@
 # not absolute times):
 #  1. whole-process wall time of the full DES replay of the Mooncake conversation trace
 #     (Kimi-K3-like + DSpark, 1 TiB of KV: new, old, and new without speculation) over that of the
-#     plain Python LRU (../shared/bench/py_lru_baseline.py) over the same trace. The runs are
+#     plain Python LRU yardstick (PY_LRU_BASELINE, not part of this repository) over the same trace. The runs are
 #     interleaved (one of each per round, N rounds) so that a slow phase of the machine hits every
 #     command alike; the ratios are of the medians (and of the best runs);
 #  2. with MEMORY=1: peak RSS of `replay --csv` on generated chat traces of 10k and 1M requests
 #     (same generator and rate); the 1M trace is generated once into $TMPDIR (~220 MB).
 # Usage: bench/perf_targets.sh [build dir]   (env RUNS=N rounds, default 9; MEMORY=1; PYTHON=
-# the interpreter, default the python3 on PATH)
+# the interpreter, default the python3 on PATH; PY_LRU_BASELINE= the yardstick script; TRACE= the
+# plain-JSONL Mooncake trace, default traces/real/ decompressed into $TMPDIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 runs=${RUNS:-9}
-shared=../shared
-trace=$shared/traces/real/mooncake_conversation_trace.jsonl
-[ -f "$trace" ] || { echo "skip: $trace not found"; exit 0; }
+baseline=${PY_LRU_BASELINE:-}
+[ -n "$baseline" ] && [ -f "$baseline" ] || { echo "skip: set PY_LRU_BASELINE to the Python LRU yardstick"; exit 0; }
+trace=${TRACE:-}
+if [ -z "$trace" ]; then
+  trace=${TMPDIR:-/tmp}/mooncake_conversation_trace.jsonl
+  zstd -q -d -f traces/real/mooncake_conversation_trace.jsonl.zst -o "$trace"
+fi
 
 timing=$(mktemp)
 samples=$(mktemp -d)
@@ -42,7 +47,7 @@ replay=("$build/prefixsim" replay --trace "$trace" --model kimi-k3-like --no-pro
 variants=("new:--engine kimi-k3-dspark --policy new" "old:--engine kimi-k3-dspark --policy old"
           "no-spec:--engine kimi-k3 --policy new")
 for _ in $(seq "$runs"); do
-  run python "$python" "$shared/bench/py_lru_baseline.py" "$trace"
+  run python "$python" "$baseline" "$trace"
   for variant in "${variants[@]}"; do
     # shellcheck disable=SC2086
     run "${variant%%:*}" "${replay[@]}" ${variant#*:}

@@ -244,7 +244,7 @@ struct ReplayResult {
   double mean_kv_usage = 0;     // step-weighted KV cache usage
 
   LatencySummary ttft, tpot, e2e;
-  int64_t sim_time_ns = 0;  // first arrival to last finish
+  int64_t sim_time_ns = 0;    // first arrival to last finish
   int64_t trace_span_ns = 0;  // first to last arrival
   // The engine fell behind the trace: the replay ran past the last arrival by more than
   // max(10% of the trace span, 60 s) (fleet.cc, IsOverloaded). Requests then wait ever longer,

@@ -47,9 +47,9 @@ struct KvCacheOptions {
 };
 
 struct KvCacheCounters {
-  int64_t evicted_blocks = 0;     // cached blocks whose hash was dropped to reuse them
-  int64_t cached_blocks = 0;      // blocks published to the prefix index
-  int64_t allocated_blocks = 0;   // blocks handed out by the pool
+  int64_t evicted_blocks = 0;    // cached blocks whose hash was dropped to reuse them
+  int64_t cached_blocks = 0;     // blocks published to the prefix index
+  int64_t allocated_blocks = 0;  // blocks handed out by the pool
   // 64-bit hash-key collisions caught by the second, independent check value (verified on every
   // lookup and insert): each one cost at most a hit, none produced a wrong hit. Expected 0.
   int64_t hash_collisions = 0;
@@ -173,9 +173,9 @@ class KvCacheManager {
   int64_t PeekPrimaryOverlap(const Request& request, const std::vector<kv::HashPair>& hashes,
                              const kv::IndexMirror* mirror = nullptr) const;
 
-  int64_t num_free_blocks() const;   // free and cached-free blocks (not the null block)
+  int64_t num_free_blocks() const;    // free and cached-free blocks (not the null block)
   int64_t num_usable_blocks() const;  // num_blocks - 1
-  double usage() const;              // 1 - free / usable
+  double usage() const;               // 1 - free / usable
   const KvCacheCounters& counters() const;
   const KvPlan& plan() const;
 

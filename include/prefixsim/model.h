@@ -59,7 +59,7 @@ struct ModelSpec {
   // Drafter layers are not included.
   double active_params = 0;
   std::string active_params_source;  // where the number comes from
-  std::string source;  // where it was read from (for messages)
+  std::string source;                // where it was read from (for messages)
   // The tensor-parallel size the layer shapes are per rank for, and the kv_cache_dtype applied
   // to the attention layers (nullopt: "auto", each layer's own). The planner refuses an engine
   // whose tensor_parallel_size / kv_cache_dtype differ: load the model with the engine's.

@@ -28,12 +28,13 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
                   "model JSON, HuggingFace config.json or model directory (its config.json), or "
                   "preset name in configs/models/")
       ->required();
-  cmd->add_option("--engine,-e", options->engine,
-                  "engine JSON or preset name in configs/engines/")
+  cmd->add_option("--engine,-e", options->engine, "engine JSON or preset name in configs/engines/")
       ->required();
   EngineOverrides& o = options->overrides;
-  auto* g = cmd->add_option_group("engine overrides", "override numeric options of the engine JSON");
-  g->add_option("--block-size", o.block_size, "primary block size (tokens)")->check(CLI::PositiveNumber);
+  auto* g =
+      cmd->add_option_group("engine overrides", "override numeric options of the engine JSON");
+  g->add_option("--block-size", o.block_size, "primary block size (tokens)")
+      ->check(CLI::PositiveNumber);
   g->add_option("--kv-cache-bytes", o.kv_cache_bytes,
                 "KV cache memory: bytes, or a size with a unit (64GiB, 1.5TiB, 512MiB; KiB..TiB "
                 "are powers of 1024, KB..TB powers of 1000)")
@@ -43,8 +44,10 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
       ->check(CLI::Range(int64_t{2}, std::numeric_limits<int64_t>::max()));
   g->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")
       ->check(CLI::PositiveNumber);
-  g->add_option("--max-num-seqs", o.max_num_seqs, "max running requests")->check(CLI::PositiveNumber);
-  g->add_option("--max-model-len", o.max_model_len, "max tokens per request")->check(CLI::PositiveNumber);
+  g->add_option("--max-num-seqs", o.max_num_seqs, "max running requests")
+      ->check(CLI::PositiveNumber);
+  g->add_option("--max-model-len", o.max_model_len, "max tokens per request")
+      ->check(CLI::PositiveNumber);
   g->add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                 "cap on prefill tokens per request per step (0 = off)")
       ->check(CLI::NonNegativeNumber);
@@ -65,7 +68,8 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   g->add_option("--speculative-method", o.speculative_method, "eagle, eagle3, mtp, dspark, ...");
   g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
   g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
-  g->add_flag("--no-spec", o.no_speculative, "turn speculative decoding off (drops drafter layers)");
+  g->add_flag("--no-spec", o.no_speculative,
+              "turn speculative decoding off (drops drafter layers)");
 }
 
 void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
@@ -133,7 +137,8 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     engine.long_prefill_token_threshold = *o.long_prefill_token_threshold;
   }
   if (o.prefix_match_unit) engine.prefix_match_unit = static_cast<int>(*o.prefix_match_unit);
-  if (o.tensor_parallel_size) engine.tensor_parallel_size = static_cast<int>(*o.tensor_parallel_size);
+  if (o.tensor_parallel_size)
+    engine.tensor_parallel_size = static_cast<int>(*o.tensor_parallel_size);
   if (o.speculative_method) engine.speculative.method = *o.speculative_method;
   if (o.kv_cache_dtype) {
     if (*o.kv_cache_dtype == "auto") {
@@ -141,9 +146,9 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     } else {
       engine.kv_cache_dtype = ParseKvDtype(*o.kv_cache_dtype);
       if (!engine.kv_cache_dtype) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "flag --kv-cache-dtype: unknown dtype '", *o.kv_cache_dtype,
-            "' (known: auto, bf16, fp16, fp8, fp32)"));
+        return absl::InvalidArgumentError(absl::StrCat("flag --kv-cache-dtype: unknown dtype '",
+                                                       *o.kv_cache_dtype,
+                                                       "' (known: auto, bf16, fp16, fp8, fp32)"));
       }
     }
   }

@@ -93,8 +93,8 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     for (size_t i = 0; i < plans.size(); ++i) {
       threads.emplace_back([&, i] {
         results[i] =
-            RunReplay(run, loaded->model, loaded->engine, plans[i],
-                      i == 0 ? "compare" : "", /*keep_records=*/!options->html.html_path.empty());
+            RunReplay(run, loaded->model, loaded->engine, plans[i], i == 0 ? "compare" : "",
+                      /*keep_records=*/!options->html.html_path.empty());
       });
     }
     for (std::thread& t : threads) t.join();

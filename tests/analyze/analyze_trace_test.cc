@@ -1,5 +1,5 @@
 // `analyze` over trace files: through OpenTrace, the CLI, and the real traces in
-// ../shared/traces/real/ (never copied into the repository).
+// traces/real/ (zstd copies of public traces).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string RealTrace(const std::string& name) {
-  return std::string(PREFIXSIM_REAL_TRACES_DIR) + "/" + name;
+  return std::string(PREFIXSIM_REAL_TRACES_DIR) + "/" + name + ".zst";
 }
 
 fs::path TempDir() {

@@ -24,7 +24,7 @@ namespace prefixsim {
 namespace {
 
 const std::string kTrace =
-    std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl";
+    std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl.zst";
 
 ReplayResult RunMooncake(const char* engine_preset, const char* policy,
                          int64_t kv_cache_bytes = 0) {

@@ -121,7 +121,7 @@ TEST(ProgressGuardTest, ALongLastRequestIsNotAnOverload) {
 
 TEST(ProgressGuardTest, MooncakeOnOneReplicaIsNamedOverloadedEverywhere) {
   const std::string trace =
-      std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl";
+      std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl.zst";
   if (access(trace.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << trace;
   const std::string json = TempPath("overloaded.json");
   const std::string html = TempPath("overloaded.html");

@@ -1,4 +1,4 @@
-// The public traces in ../shared/traces/real/ (never copied into the repository): exact counts and
+// The public traces in traces/real/ (zstd copies): exact counts and
 // the facts its README lists, plain and compressed.
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@ using ::prefixsim::testing::ReadAll;
 using ::prefixsim::testing::ReadFileBytes;
 
 std::string RealTrace(const std::string& name) {
-  return std::string(PREFIXSIM_REAL_TRACES_DIR) + "/" + name;
+  return std::string(PREFIXSIM_REAL_TRACES_DIR) + "/" + name + ".zst";
 }
 
 class RealTracesTest : public ::testing::Test {
