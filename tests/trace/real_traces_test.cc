@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include <zstd.h>
+
 #include "absl/container/flat_hash_set.h"
 #include "tests/trace/trace_test_util.h"
 
@@ -100,12 +102,25 @@ TEST_F(RealTracesTest, AzureLengths) {
   EXPECT_NEAR(SeenBeforeFraction(result.requests), 0.0, 0.0);  // nothing shared
 }
 
+// The plain text of a shipped .zst copy (one frame, its size in the header as zstd writes it).
+std::string Decompressed(const std::string& path) {
+  const std::string packed = ReadFileBytes(path);
+  const unsigned long long size = ZSTD_getFrameContentSize(packed.data(), packed.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) return "";
+  std::string out(size, '\0');
+  const size_t n = ZSTD_decompress(out.data(), out.size(), packed.data(), packed.size());
+  if (ZSTD_isError(n)) return "";
+  out.resize(n);
+  return out;
+}
+
 TEST_F(RealTracesTest, CompressedCopiesReadTheSame) {
   for (const std::string name :
        {"mooncake_conversation_trace.jsonl", "mooncake_synthetic_trace.jsonl",
         "sharegpt_llama31_300_tokens.jsonl", "azure2023_conv_lengths.csv"}) {
     SCOPED_TRACE(name);
-    std::string content = ReadFileBytes(RealTrace(name));
+    std::string content = Decompressed(RealTrace(name));
+    ASSERT_FALSE(content.empty());
     auto plain = ReadAll(RealTrace(name));
     auto gz = ReadAll(testing::WriteGzip(name + ".gz", content));
     ASSERT_TRUE(gz.status.ok()) << gz.status;
