@@ -116,9 +116,9 @@ void BM_LookupFullAttention(benchmark::State& state) {
   int i = 0;
   for (auto _ : state) {
     const auto& h = hashes[i];
-    found +=
-        coord.FindLongestCacheHit(pool.hit_index(), h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data()) /
-        b;
+    found += coord.FindLongestCacheHit(pool.hit_index(), h.data(), static_cast<int64_t>(h.size()),
+                                       n - 1, b, out.data()) /
+             b;
     if (++i == num_requests) i = 0;
   }
   benchmark::DoNotOptimize(found);
@@ -155,8 +155,8 @@ void BM_LookupHybridSlidingWindow(benchmark::State& state) {
   int i = 0;
   for (auto _ : state) {
     const auto& h = hashes[i];
-    const int64_t hit =
-        coord.FindLongestCacheHit(pool.hit_index(), h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data());
+    const int64_t hit = coord.FindLongestCacheHit(
+        pool.hit_index(), h.data(), static_cast<int64_t>(h.size()), n - 1, b, out.data());
     looked_up += hit / b + 256;  // full-attention blocks + the SWA run
     if (++i == num_requests) i = 0;
   }

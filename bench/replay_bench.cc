@@ -1,8 +1,8 @@
-// End-to-end replay benchmark (DESIGN §6): the Mooncake conversation trace (12,031 requests) on
-// the Kimi-K3-like model with the DSpark drafter, single thread, trace reading included.
-// Reports requests/s and prompt tokens/s of simulated work, per CPU second of the (single)
-// benchmark thread, so that a loaded machine does not distort them; on an idle machine wall and
-// CPU time agree. Skips if the trace is absent.
+// End-to-end replay benchmark (docs/design.md §6): the Mooncake conversation trace (12,031
+// requests) on the Kimi-K3-like model with the DSpark drafter, single thread, trace reading
+// included. Reports requests/s and prompt tokens/s of simulated work, per CPU second of the
+// (single) benchmark thread, so that a loaded machine does not distort them; on an idle machine
+// wall and CPU time agree. Skips if the trace is absent.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>

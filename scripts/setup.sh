@@ -7,7 +7,8 @@ packages=(cmake g++ make pkg-config
   libjemalloc-dev  # the binary's allocator (CMake option PREFIXSIM_JEMALLOC)
   chromium     # headless browser check of the HTML report (tests/report/html_browser_test.cc)
   slurm-wlm munge      # a single-node Slurm for tests/slurm/slurm_roundtrip.sh
-  clang libclang-rt-dev)  # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
+  clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
+  clang-format-14)  # the style check (scripts/check_format.sh), pinned: versions format differently
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,5 +1,5 @@
-// Engine-independent trace analysis (`prefixsim analyze`, DESIGN §4.1): how much prefix reuse a
-// trace holds, and how much of it a hit alignment or a cache size can ever capture.
+// Engine-independent trace analysis (`prefixsim analyze`, docs/design.md §4.1): how much prefix
+// reuse a trace holds, and how much of it a hit alignment or a cache size can ever capture.
 //
 // Model. The prompt of every request is cut into analysis blocks of `block_tokens` tokens (the
 // last block holds the remainder and may be partial). A block's identity is a chained 64-bit hash

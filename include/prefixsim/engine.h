@@ -1,7 +1,7 @@
-// The engine: a discrete-event replay of one vLLM v1 engine serving a trace (DESIGN §2, §4.5;
-// reference §11, §12). Continuous batching, chunked prefill, recompute preemption, speculative
-// decoding and a step-time cost model drive a KvCacheManager; the result holds the prefix-cache
-// statistics as vLLM logs them, the loss to the hit alignment, and latency.
+// The engine: a discrete-event replay of one vLLM v1 engine serving a trace (docs/design.md §2,
+// §4.5; docs/semantics.md §11, §12). Continuous batching, chunked prefill, recompute preemption,
+// speculative decoding and a step-time cost model drive a KvCacheManager; the result holds the
+// prefix-cache statistics as vLLM logs them, the loss to the hit alignment, and latency.
 //
 // Decisions (change them here and in sim/engine/simulator.cc):
 //  * Prompts longer than max_model_len are skipped and counted (vLLM rejects them at input
@@ -61,7 +61,8 @@ struct ReplayOptions {
   // earlier one are final; per_request stays empty and memory stays bounded by the requests in
   // flight. (--replicas auto calls it for the chosen fleet only.)
   std::function<void(const RequestRecord&)> record_sink;
-  // Requests in the sliding window of vLLM's logged hit rate (reference §12, CachingMetrics).
+  // Requests in the sliding window of vLLM's logged hit rate (docs/semantics.md §12,
+  // CachingMetrics).
   int64_t hit_rate_window_requests = 1000;
   // KvCacheOptions::fast_path: skip KV calls that cannot change anything (identical results;
   // false is the slow reference path, for tests and --no-fast-path).
@@ -96,7 +97,7 @@ struct ReplayOptions {
   int64_t max_steps_without_finish = -1;
 };
 
-// vLLM's PrefixCacheStats (reference §12): token-level, recorded when a waiting request is
+// vLLM's PrefixCacheStats (docs/semantics.md §12): token-level, recorded when a waiting request is
 // admitted. Re-admissions of preempted requests go to the preempted_* fields.
 struct PrefixCacheStats {
   int64_t requests = 0;
@@ -128,7 +129,7 @@ struct LatencySummary {
   double mean_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
 };
 
-// One request's life (the per-request CSV, DESIGN §4.5). Times in ns; -1 = did not happen.
+// One request's life (the per-request CSV, docs/design.md §4.5). Times in ns; -1 = did not happen.
 struct RequestRecord {
   uint64_t id = 0;
   int64_t arrival_ns = 0;
@@ -219,7 +220,7 @@ struct ReplayResult {
   int64_t preempted_alignment_loss_tokens = 0;  // preempted re-admissions
   // Where the cost of A does show in hybrid models: per finished request, the computed tokens
   // that the finest prefix-cacheable group could have published at its own block boundary but
-  // that the hybrid round-down to S (reference §10.2) kept out of the cache:
+  // that the hybrid round-down to S (docs/semantics.md §10.2) kept out of the cache:
   // round_down(n, B_min) - round_down(n, S) with n = computed tokens at the finish (H instead of S
   // with partial hits). 0 for unitary plans and whenever S == B_min.
   int64_t unpublished_alignment_tokens = 0;

@@ -1,4 +1,4 @@
-// The engine configuration: vLLM's knobs under vLLM's names (DESIGN §4.3).
+// The engine configuration: vLLM's knobs under vLLM's names (docs/design.md §4.3).
 #ifndef PREFIXSIM_ENGINE_CONFIG_H_
 #define PREFIXSIM_ENGINE_CONFIG_H_
 
@@ -15,7 +15,7 @@
 namespace prefixsim {
 
 // One item of a backend's get_supported_kernel_block_sizes(): an exact size, or any multiple of
-// `value` (reference §3.1).
+// `value` (docs/semantics.md §3.1).
 struct KernelBlockSize {
   int value = 16;
   bool multiple_of = false;
@@ -27,11 +27,12 @@ struct KernelBlockSize {
 struct AttentionBackend {
   std::string name;
   std::vector<KernelBlockSize> kernel_block_sizes;
-  // Block size the platform picks for this backend when the user sets none (reference §4).
+  // Block size the platform picks for this backend when the user sets none (docs/semantics.md §4).
   int preferred_block_size = 16;
 };
 
-// The built-in backend table (reference §3.1, DESIGN §4.3). NotFound for an unknown name.
+// The built-in backend table (docs/semantics.md §3.1, docs/design.md §4.3). NotFound for an unknown
+// name.
 absl::StatusOr<AttentionBackend> LookupBackend(std::string_view name);
 std::vector<std::string> BuiltinBackendNames();
 
@@ -55,12 +56,13 @@ struct SpeculativeConfig {
   bool enabled = false;
   std::string method = "dspark";  // eagle, eagle3, mtp, dspark, draft_model, ngram, suffix, medusa
   int num_speculative_tokens = 0;
-  // Whether the EAGLE/MTP last-unit drop (reference §9.4) applies. Unset: decided by method.
+  // Whether the EAGLE/MTP last-unit drop (docs/semantics.md §9.4) applies. Unset: decided by
+  // method.
   std::optional<bool> eagle_block_drop;
   AcceptanceConfig acceptance;
 
-  // Lookahead slots reserved per decode step (reference §11): k for EAGLE/MTP/DSpark/draft model
-  // methods, 0 for ngram/suffix/medusa.
+  // Lookahead slots reserved per decode step (docs/semantics.md §11): k for EAGLE/MTP/DSpark/draft
+  // model methods, 0 for ngram/suffix/medusa.
   int LookaheadTokens() const;
 };
 
@@ -70,16 +72,16 @@ struct CostModelConfig {
   std::string table_path;         // table: measured times (CSV)
 };
 
-// A fleet of identical engine replicas behind a router (DESIGN §2 "Fleet"). One replica is the
-// plain single-engine replay.
+// A fleet of identical engine replicas behind a router (docs/design.md §2 "Fleet"). One replica is
+// the plain single-engine replay.
 inline constexpr int kMaxReplicas = 4096;
 
 struct FleetConfig {
-  int replicas = 1;             // engine replicas; >= 1
-  bool auto_replicas = false;   // search the smallest fleet that keeps up (replicas ignored)
+  int replicas = 1;                    // engine replicas; >= 1
+  bool auto_replicas = false;          // search the smallest fleet that keeps up (replicas ignored)
   std::string router = "round_robin";  // a name registered in sim/fleet/router_registry.cc
-  double overlap_weight = 1.0;  // kv_aware routers: weight of the prompt tokens to compute
-  double ttft_slo_ms = 2000;    // --replicas auto: p99 TTFT the fleet must hold
+  double overlap_weight = 1.0;         // kv_aware routers: weight of the prompt tokens to compute
+  double ttft_slo_ms = 2000;           // --replicas auto: p99 TTFT the fleet must hold
 };
 
 struct EngineConfig {
@@ -104,7 +106,7 @@ struct EngineConfig {
   std::optional<KvDtype> kv_cache_dtype;
   int tensor_parallel_size = 1;
   int decode_context_parallel_size = 1;
-  // Shared padded page for skip-quant layers (reference §5); unset in the common case.
+  // Shared padded page for skip-quant layers (docs/semantics.md §5); unset in the common case.
   std::optional<int64_t> skip_page_size_padded;
   bool disable_hybrid_kv_cache_manager = false;
   SpeculativeConfig speculative;

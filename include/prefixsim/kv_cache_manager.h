@@ -1,6 +1,6 @@
-// The KV cache manager: the only door from the scheduler to KV memory (DESIGN §2). It mirrors
-// vLLM v1's KVCacheManager (reference §9–§10, §12): prefix lookup at admission, slot allocation
-// with lookahead, caching while running, freeing tail first.
+// The KV cache manager: the only door from the scheduler to KV memory (docs/design.md §2). It
+// mirrors vLLM v1's KVCacheManager (docs/semantics.md §9–§10, §12): prefix lookup at admission,
+// slot allocation with lookahead, caching while running, freeing tail first.
 #ifndef PREFIXSIM_KV_CACHE_MANAGER_H_
 #define PREFIXSIM_KV_CACHE_MANAGER_H_
 
@@ -35,10 +35,10 @@ struct KvCacheOptions {
   // Run the full invariant checker after every operation (tests; slow).
   bool check_invariants = false;
   // Tokens per request that a multi-module MTP drafter re-prefills and that are never cached
-  // (reference §10.2 num_reprefillable); 0 otherwise.
+  // (docs/semantics.md §10.2 num_reprefillable); 0 otherwise.
   int64_t num_reprefillable_tokens = 0;
-  // max_model_len: AllocateSlots caps computed + new + lookahead tokens here (reference §10.1).
-  // 0 means no cap.
+  // max_model_len: AllocateSlots caps computed + new + lookahead tokens here (docs/semantics.md
+  // §10.1). 0 means no cap.
   int64_t max_model_len = 0;
   // Skip AllocateSlots calls that cannot change anything: a running request whose tokens stay
   // inside the blocks it already holds (kv_cache_manager.cc, QuietKey). Results are identical
@@ -58,8 +58,8 @@ struct KvCacheCounters {
 // Result of a prefix lookup for one request.
 struct PrefixHit {
   int64_t hit_tokens = 0;  // num_new_local_computed_tokens: a multiple of the hit alignment A
-  // Tokens found cached in every group but cut off by the alignment to A (DESIGN §4.5): the hit
-  // that the same lookup (same fixed point, same EAGLE drop, same max_hit = num_tokens - 1)
+  // Tokens found cached in every group but cut off by the alignment to A (docs/design.md §4.5): the
+  // hit that the same lookup (same fixed point, same EAGLE drop, same max_hit = num_tokens - 1)
   // would give with alignment H (the hash granularity) instead of A, minus hit_tokens; 0 when
   // A == H (unitary models, partial hits).
   int64_t alignment_loss_tokens = 0;
@@ -117,25 +117,25 @@ class KvCacheManager {
   void SetNumTokens(KvRequestHandle request, int64_t num_tokens);
 
   // Prefix lookup for a request that holds no blocks (new, or preempted and reset): the longest
-  // hit with max_hit = num_tokens - 1 (reference §9). The matched blocks are remembered and taken
-  // by the next AllocateSlots call for this request. Without prefix caching, returns {0, 0}.
+  // hit with max_hit = num_tokens - 1 (docs/semantics.md §9). The matched blocks are remembered and
+  // taken by the next AllocateSlots call for this request. Without prefix caching, returns {0, 0}.
   // Look up again before retrying an AllocateSlots that returned false (vLLM looks up every
   // step): a remembered hit whose blocks were evicted meanwhile aborts.
   PrefixHit GetComputedBlocks(KvRequestHandle request);
 
   // Allocates blocks so that the request can hold num_computed_tokens + num_new_computed_tokens +
   // num_new_tokens (+ num_lookahead_tokens, capped at max_model_len) tokens, all groups or none
-  // (reference §10.1). num_new_computed_tokens is the hit from GetComputedBlocks (0 after the first
-  // step). Then caches full blocks up to min(computed + new, num_tokens), under the hybrid
-  // round-down to S. Returns false if there are not enough free blocks: nothing is allocated then,
-  // but, as in vLLM, blocks that fell out of a sliding window / local chunk before
+  // (docs/semantics.md §10.1). num_new_computed_tokens is the hit from GetComputedBlocks (0 after
+  // the first step). Then caches full blocks up to min(computed + new, num_tokens), under the
+  // hybrid round-down to S. Returns false if there are not enough free blocks: nothing is allocated
+  // then, but, as in vLLM, blocks that fell out of a sliding window / local chunk before
   // num_computed_tokens + num_new_computed_tokens are released first.
   // num_new_computed_tokens must be 0 (discarding a remembered hit) or the hit_tokens returned.
   bool AllocateSlots(KvRequestHandle request, int64_t num_computed_tokens, int64_t num_new_tokens,
                      int64_t num_new_computed_tokens, int64_t num_lookahead_tokens);
 
-  // Frees all of the request's blocks, tail first (reference §8.2). The request stays registered
-  // and may look up and allocate again (preemption).
+  // Frees all of the request's blocks, tail first (docs/semantics.md §8.2). The request stays
+  // registered and may look up and allocate again (preemption).
   void Free(KvRequestHandle request);
 
   // The same calls by request id (one hash lookup each; tests and tools).
@@ -152,7 +152,8 @@ class KvCacheManager {
 
   // Of `computed_tokens` computed tokens of a sequence, those the finest prefix-cacheable group
   // could publish at its own block boundary but that the hybrid caching rule (round-down to S,
-  // reference §10.2) keeps out of the cache. 0 without prefix caching and for unitary plans.
+  // docs/semantics.md §10.2) keeps out of the cache. 0 without prefix caching and for unitary
+  // plans.
   int64_t UnpublishedAlignmentTokens(int64_t computed_tokens) const;
 
   // Events of this cache's prefix index go to `listener` (null: none). Not owned; it must
@@ -161,8 +162,8 @@ class KvCacheManager {
 
   // Routing support. HashPrompt computes a prompt's block hashes at the plan's hash granularity
   // H (equal for every engine with the same plan). PeekPromptHit gives the hit (tokens) that the
-  // admission lookup (reference §9: the fixed point, the alignment to A, max_hit = prompt - 1)
-  // would give this prompt now, without registering it or touching a block; with `mirror`, it
+  // admission lookup (docs/semantics.md §9: the fixed point, the alignment to A, max_hit = prompt -
+  // 1) would give this prompt now, without registering it or touching a block; with `mirror`, it
   // runs the same lookup on that mirror of a cache instead of on this cache.
   // PeekPrimaryOverlap is what a hybrid-unaware router counts: the longest run of the primary
   // group's blocks cached from the start, in tokens, with no other group, no alignment to A and

@@ -1,4 +1,4 @@
-// The KV cache plan: what vLLM's startup pipeline decides (reference §1–§7).
+// The KV cache plan: what vLLM's startup pipeline decides (docs/semantics.md §1–§7).
 #ifndef PREFIXSIM_KV_PLAN_H_
 #define PREFIXSIM_KV_PLAN_H_
 
@@ -12,25 +12,27 @@
 
 namespace prefixsim {
 
-// One KV cache group as vLLM forms them (reference §6.3): layers of one spec sharing block ids.
+// One KV cache group as vLLM forms them (docs/semantics.md §6.3): layers of one spec sharing block
+// ids.
 struct KvGroup {
   LayerKind kind = LayerKind::kFullAttention;
   int num_layers = 0;          // real layers in the group
   int num_padding_layers = 0;  // virtual layers added by the group_size rule
   int num_drafter_layers = 0;  // how many of num_layers belong to the drafter
   int block_size = 0;          // tokens per block of this group (B_g)
-  int kernel_block_size = 0;   // block the attention kernel sees after splitting (reference §3.2)
-  int64_t page_bytes = 0;      // bytes of one block for one layer, padding included
-  int64_t padding_bytes = 0;   // page_bytes minus the real page of one layer
-  int64_t sliding_window = 0;  // sliding_window groups
+  int kernel_block_size =
+      0;  // block the attention kernel sees after splitting (docs/semantics.md §3.2)
+  int64_t page_bytes = 0;            // bytes of one block for one layer, padding included
+  int64_t padding_bytes = 0;         // page_bytes minus the real page of one layer
+  int64_t sliding_window = 0;        // sliding_window groups
   int64_t attention_chunk_size = 0;  // chunked_local groups
   bool prefix_cacheable = true;
-  bool is_eagle_group = false;  // the EAGLE/MTP drop applies to this group (reference §9.4)
+  bool is_eagle_group = false;  // the EAGLE/MTP drop applies to this group (docs/semantics.md §9.4)
   bool drafter() const { return num_drafter_layers > 0; }
 };
 
-// vLLM's startup memory check (reference §1, §2.3, §6.4): one request of max_model_len must fit
-// in the KV memory actually available. Performed only when the pool size comes from
+// vLLM's startup memory check (docs/semantics.md §1, §2.3, §6.4): one request of max_model_len must
+// fit in the KV memory actually available. Performed only when the pool size comes from
 // kv_cache_bytes: vLLM applies num_gpu_blocks_override after the check, so a given
 // num_gpu_blocks is never refused (requests that cannot fit are skipped as does_not_fit).
 struct StartupCheck {
@@ -45,19 +47,20 @@ struct StartupCheck {
 struct KvPlan {
   std::string policy;
   std::vector<KvGroup> groups;
-  int primary_block_size = 0;    // cache_config.block_size after §4
-  int group_size = 0;            // layers per group (§6.3)
+  int primary_block_size = 0;        // cache_config.block_size after §4
+  int group_size = 0;                // layers per group (§6.3)
   int64_t scheduler_block_size = 0;  // S = lcm of group block sizes (§7)
   int64_t hash_block_size = 0;       // H = gcd or prefix_match_unit (§7)
   int64_t hit_alignment = 0;         // A = H with partial hits, else S
   bool partial_hits = false;
   bool full_allocation_fallback = false;  // SWA promoted to full attention (§6.1 step 7)
-  int64_t num_blocks = 0;        // including the null block
-  int64_t bytes_per_block = 0;   // max over groups of summed pages
+  int64_t num_blocks = 0;                 // including the null block
+  int64_t bytes_per_block = 0;            // max over groups of summed pages
   bool enable_prefix_caching = true;
-  // Blocks one request of max_model_len holds at most, summed over groups (reference §2.3, §6.4).
+  // Blocks one request of max_model_len holds at most, summed over groups (docs/semantics.md §2.3,
+  // §6.4).
   int64_t blocks_per_max_len_request = 0;
-  // Lookahead tokens the speculative method reserves per decode step (reference §11).
+  // Lookahead tokens the speculative method reserves per decode step (docs/semantics.md §11).
   int num_lookahead_tokens = 0;
   int64_t max_model_len = 0;
   StartupCheck startup_check;

@@ -1,4 +1,4 @@
-// The model: a list of layer groups with their KV shapes (DESIGN §4.2).
+// The model: a list of layer groups with their KV shapes (docs/design.md §4.2).
 #ifndef PREFIXSIM_MODEL_H_
 #define PREFIXSIM_MODEL_H_
 
@@ -47,7 +47,7 @@ struct LayerSpec {
   // Speculative-decoding drafter layers exist only when the engine enables speculation.
   bool drafter = false;
 
-  // Bytes of KV per token for one layer (reference §2.1). REQUIRES: IsAttention(kind).
+  // Bytes of KV per token for one layer (docs/semantics.md §2.1). REQUIRES: IsAttention(kind).
   int64_t BytesPerToken() const;
 };
 
@@ -80,8 +80,8 @@ struct ModelLoadOptions {
   std::optional<KvDtype> kv_dtype;
 };
 
-// Parses a native model JSON (DESIGN §4.2) and applies `options`. `source` names the file in
-// error messages.
+// Parses a native model JSON (docs/design.md §4.2) and applies `options`. `source` names the file
+// in error messages.
 absl::StatusOr<ModelSpec> ParseModelJson(std::string_view text, std::string_view source,
                                          const ModelLoadOptions& options = {});
 

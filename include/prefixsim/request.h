@@ -33,9 +33,9 @@ struct ChunkHash {
 // A prompt's chunk hashes, computed ahead of the engine (KvCacheManager::PrepareRequest, run by
 // the read-ahead thread) so that the simulation thread need not. Readers leave it empty.
 struct PromptHashes {
-  int64_t chunk_tokens = 0;        // H the hashes were computed at; 0: none
-  std::vector<ChunkHash> hashes;   // chunks [0, hashes.size()) of chunk_tokens tokens
-  int64_t next_segment = 0;        // where the hasher stopped (kv::HashCursor)
+  int64_t chunk_tokens = 0;       // H the hashes were computed at; 0: none
+  std::vector<ChunkHash> hashes;  // chunks [0, hashes.size()) of chunk_tokens tokens
+  int64_t next_segment = 0;       // where the hasher stopped (kv::HashCursor)
   uint32_t next_offset_in_segment = 0;
 };
 

@@ -14,9 +14,9 @@
 #define PREFIXSIM_CONCAT_(a, b) PREFIXSIM_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` yields a non-OK absl::Status.
-#define PREFIXSIM_RETURN_IF_ERROR(expr)                  \
-  do {                                                   \
-    ::absl::Status prefixsim_status_ = (expr);           \
+#define PREFIXSIM_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    ::absl::Status prefixsim_status_ = (expr);             \
     if (!prefixsim_status_.ok()) return prefixsim_status_; \
   } while (false)
 
@@ -29,12 +29,12 @@
   lhs = std::move(tmp).value()
 
 // Broken invariants inside the engine are bugs, not input errors: abort with file:line.
-#define PREFIXSIM_CHECK(cond)                                                            \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
+#define PREFIXSIM_CHECK(cond)                                                             \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                      \
-    }                                                                                    \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (false)
 
 #ifdef NDEBUG
@@ -63,10 +63,14 @@ inline constexpr bool kSanitizerBuild = false;
 
 // Debian's Abseil is built with its own absl::string_view (not an alias of std::string_view), so
 // StrCat/StrFormat/Status messages need explicit conversions at the boundary.
-inline absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-inline std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+inline absl::string_view AbslView(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+inline std::string_view StdView(absl::string_view s) {
+  return std::string_view(s.data(), s.size());
+}
 
-// Exit codes of the CLI (DESIGN §4.1).
+// Exit codes of the CLI (docs/design.md §4.1).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntimeFailure = 1;
 inline constexpr int kExitBadInput = 2;

@@ -1,5 +1,5 @@
-// Streaming trace readers (DESIGN §4.4). A reader yields one Request at a time; memory stays
-// bounded by the current record, not by the trace.
+// Streaming trace readers (docs/design.md §4.4). A reader yields one Request at a time; memory
+// stays bounded by the current record, not by the trace.
 //
 // Conventions shared by every format (traces/README.md has the details):
 //  * Request::id is the 0-based position in the emitted stream (after window, sampling and

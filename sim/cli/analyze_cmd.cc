@@ -1,6 +1,6 @@
 // `prefixsim analyze --trace T`: what a trace could give at best, independent of the engine
-// (DESIGN §4.1): the prefix-sharing forest, the upper-bound hit rate per hit alignment, and the
-// hit rate per cache capacity under LRU and the offline optimum.
+// (docs/design.md §4.1): the prefix-sharing forest, the upper-bound hit rate per hit alignment, and
+// the hit rate per cache capacity under LRU and the offline optimum.
 #include <algorithm>
 #include <cctype>
 #include <exception>

@@ -6,7 +6,7 @@
 
 namespace prefixsim::cli {
 
-// Shared by all subcommands: the callback stores its exit code here (DESIGN §4.1).
+// Shared by all subcommands: the callback stores its exit code here (docs/design.md §4.1).
 struct CommandContext {
   int exit_code = 0;
 };

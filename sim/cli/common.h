@@ -1,5 +1,5 @@
 // Options shared by the subcommands that build a KV plan: --model, --engine, --policy, and a flag
-// for every numeric option of the engine JSON (DESIGN §4.1).
+// for every numeric option of the engine JSON (docs/design.md §4.1).
 #ifndef PREFIXSIM_SIM_CLI_COMMON_H_
 #define PREFIXSIM_SIM_CLI_COMMON_H_
 

@@ -1,5 +1,5 @@
 // `prefixsim compare`: one trace replayed under several block-size policies in parallel threads,
-// side by side with deltas against the first policy (DESIGN §4.1).
+// side by side with deltas against the first policy (docs/design.md §4.1).
 #include <iostream>
 #include <memory>
 #include <optional>

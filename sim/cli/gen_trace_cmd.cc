@@ -1,5 +1,5 @@
-// `prefixsim gen-trace`: reproducible synthetic traces (DESIGN §4.1). Same flags and seed give a
-// byte-identical file.
+// `prefixsim gen-trace`: reproducible synthetic traces (docs/design.md §4.1). Same flags and seed
+// give a byte-identical file.
 #include <iostream>
 #include <string>
 

@@ -31,7 +31,7 @@ absl::StatusOr<std::vector<int64_t>> ParseCapacities(const std::string& list);
 
 // Checks --html/--capacities before any replay runs: --capacities needs --html, every entry
 // parses, and every policy's plan at every capacity passes vLLM's startup memory check
-// (reference §1, §6.4); the error names the capacity and the policy.
+// (docs/semantics.md §1, §6.4); the error names the capacity and the policy.
 absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngine& loaded,
                               const std::vector<std::string>& policies);
 

@@ -45,8 +45,8 @@ absl::StatusOr<KvPlan> ResolvePlanForServing(const ModelSpec& model, const Engin
                                              std::string_view policy) {
   PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolveKvPlan(model, engine, policy));
   PREFIXSIM_RETURN_IF_ERROR(CheckStartupMemory(plan));
-  // num_gpu_blocks replaces the block count after vLLM's memory check (reference §6.4), so a
-  // small pool is served; say so when one max_model_len request cannot fit in it.
+  // num_gpu_blocks replaces the block count after vLLM's memory check (docs/semantics.md §6.4), so
+  // a small pool is served; say so when one max_model_len request cannot fit in it.
   const int64_t usable = plan.num_blocks - 1;
   if (engine.num_gpu_blocks && plan.blocks_per_max_len_request > usable) {
     std::cerr << "prefixsim: warning: policy " << policy << ": num_gpu_blocks " << plan.num_blocks

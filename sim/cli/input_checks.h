@@ -1,6 +1,6 @@
 // Input checks of `prefixsim replay` and `prefixsim compare`, in the order a user reads the
 // command line: the trace file exists and its first record parses, then the model and engine,
-// then the plan, then capacity (vLLM's startup memory check, reference §1, §6.4).
+// then the plan, then capacity (vLLM's startup memory check, docs/semantics.md §1, §6.4).
 #ifndef PREFIXSIM_SIM_CLI_INPUT_CHECKS_H_
 #define PREFIXSIM_SIM_CLI_INPUT_CHECKS_H_
 

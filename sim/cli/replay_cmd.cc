@@ -1,4 +1,4 @@
-// `prefixsim replay`: one simulation of a trace served by one engine (DESIGN §4.1, §4.5).
+// `prefixsim replay`: one simulation of a trace served by one engine (docs/design.md §4.1, §4.5).
 #include <iostream>
 #include <memory>
 #include <sstream>

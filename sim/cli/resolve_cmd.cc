@@ -1,4 +1,5 @@
-// `prefixsim resolve`: the KV plan for a model, an engine and a block-size policy (DESIGN §4.1).
+// `prefixsim resolve`: the KV plan for a model, an engine and a block-size policy (docs/design.md
+// §4.1).
 #include <iostream>
 
 #include "absl/strings/str_join.h"
@@ -39,7 +40,7 @@ void AddResolveCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("resolve", plan.status());
       return;
     }
-    // The plan is always printed; the startup memory check (reference §1, §6.4) is reported
+    // The plan is always printed; the startup memory check (docs/semantics.md §1, §6.4) is reported
     // after it, as a warning unless --strict.
     if (options->json) {
       nlohmann::ordered_json j = KvPlanToJson(*plan);

@@ -200,8 +200,8 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       return;
     }
     if (stats->interrupt_signal != 0) {
-      std::cerr << "sweep: PARTIAL: interrupted by " << SignalName(stats->interrupt_signal)
-                << ": " << stats->run << " points run, " << stats->not_run
+      std::cerr << "sweep: PARTIAL: interrupted by " << SignalName(stats->interrupt_signal) << ": "
+                << stats->run << " points run, " << stats->not_run
                 << " stopped or not started (no file), " << stats->skipped
                 << " already done; results in " << o->out
                 << " cover the finished points; --resume runs the rest\n";

@@ -1,6 +1,7 @@
 // The event kernel: a priority queue of events ordered by (time, sequence). Simulated time is
-// int64 nanoseconds (DESIGN §5); events at the same time run in insertion order. The queue owns
-// the clock: popping an event advances now(), and scheduling into the past is a broken invariant.
+// int64 nanoseconds (docs/design.md §5); events at the same time run in insertion order. The queue
+// owns the clock: popping an event advances now(), and scheduling into the past is a broken
+// invariant.
 #ifndef PREFIXSIM_SIM_ENGINE_EVENT_QUEUE_H_
 #define PREFIXSIM_SIM_ENGINE_EVENT_QUEUE_H_
 

@@ -37,7 +37,7 @@ LatencySummary SummarizeLatencyNs(const std::vector<int64_t>& samples_ns) {
 size_t LatencySketch::Bucket(uint64_t v) {
   constexpr uint64_t kSub = uint64_t{1} << kSubBits;
   if (v < kSub) return static_cast<size_t>(v);
-  const int e = 63 - __builtin_clzll(v);  // 2^e <= v < 2^(e+1), e >= kSubBits
+  const int e = 63 - __builtin_clzll(v);                   // 2^e <= v < 2^(e+1), e >= kSubBits
   const uint64_t mantissa = (v >> (e - kSubBits)) - kSub;  // in [0, kSub)
   return static_cast<size_t>((e - kSubBits + 1) * kSub + mantissa);
 }

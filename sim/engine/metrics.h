@@ -1,5 +1,5 @@
-// Metrics collected during a replay (DESIGN §4.5): prefix-cache stats as vLLM records them
-// (reference §12), latency percentiles, and the sliding-window hit rate of vLLM's log line.
+// Metrics collected during a replay (docs/design.md §4.5): prefix-cache stats as vLLM records them
+// (docs/semantics.md §12), latency percentiles, and the sliding-window hit rate of vLLM's log line.
 #ifndef PREFIXSIM_SIM_ENGINE_METRICS_H_
 #define PREFIXSIM_SIM_ENGINE_METRICS_H_
 
@@ -49,7 +49,7 @@ class LatencySketch {
 };
 
 // vLLM's CachingMetrics: Σhits / Σqueries over the most recent `max_requests` non-preempted
-// admissions (reference §12; the 1000-request default is [inferred]).
+// admissions (docs/semantics.md §12; the 1000-request default is [inferred]).
 class HitRateWindow {
  public:
   explicit HitRateWindow(int64_t max_requests) : max_requests_(max_requests) {}
@@ -67,7 +67,7 @@ class HitRateWindow {
   int64_t hits_ = 0;
 };
 
-// Records one admission's lookup into vLLM's PrefixCacheStats (reference §12):
+// Records one admission's lookup into vLLM's PrefixCacheStats (docs/semantics.md §12):
 // `preempted` = request.num_preemptions > 0.
 void RecordPrefixLookup(PrefixCacheStats* stats, bool preempted, int64_t queries, int64_t hits);
 

@@ -1,4 +1,4 @@
-// Per-request records in trace order (the per-request CSV, DESIGN §4.5). Either kept whole
+// Per-request records in trace order (the per-request CSV, docs/design.md §4.5). Either kept whole
 // (ReplayResult::per_request) or streamed: each record goes to a sink as soon as it and every
 // earlier one are final, so memory holds only the records of requests still in flight (and the
 // ones that finished after an earlier one still running), not the whole trace.

@@ -2,7 +2,7 @@
 // from the trace, step completions on one shared clock) lives in sim/fleet/fleet.h, which runs
 // one or many replicas behind a router. Each step schedules a batch (sim/sched), lasts the cost
 // model's step time, then applies its results: prefill progress, sampled tokens, verified drafts
-// (DESIGN §2).
+// (docs/design.md §2).
 #ifndef PREFIXSIM_SIM_ENGINE_SIMULATOR_H_
 #define PREFIXSIM_SIM_ENGINE_SIMULATOR_H_
 
@@ -23,9 +23,9 @@ namespace prefixsim {
 
 // What a replica accumulates; the fleet merges these into the ReplayResult.
 struct ReplicaTotals {
-  ReplayResult counters;  // the counters of ReplayResult (no plan, latency or per_request)
+  ReplayResult counters;          // the counters of ReplayResult (no plan, latency or per_request)
   LatencySketch ttft, tpot, e2e;  // bounded memory, however long the trace
-  double usage_sum = 0;                         // KV usage summed over steps
+  double usage_sum = 0;           // KV usage summed over steps
   int64_t window_queries = 0, window_hits = 0;  // the logged hit rate's window
   int64_t last_finish_ns = 0;
 };
@@ -34,11 +34,13 @@ class Simulator {
  public:
   // Builds replica `replica` of the engine: KV manager, scheduler, acceptance and cost models.
   // `records` (may be null) receives one RequestRecord per request this replica is given, shared
-  // with the other replicas in arrival order; each is marked final when the request ends. Errors for a bad acceptance or cost-model
-  // configuration.
-  static absl::StatusOr<std::unique_ptr<Simulator>> Create(
-      const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-      const ReplayOptions& options, int replica, RequestLog* records);
+  // with the other replicas in arrival order; each is marked final when the request ends. Errors
+  // for a bad acceptance or cost-model configuration.
+  static absl::StatusOr<std::unique_ptr<Simulator>> Create(const KvPlan& plan,
+                                                           const ModelSpec& model,
+                                                           const EngineConfig& engine,
+                                                           const ReplayOptions& options,
+                                                           int replica, RequestLog* records);
 
   // A request arrives at `now`: it joins the waiting queue, or is skipped and counted.
   void Admit(std::unique_ptr<Request> request, int64_t now);
@@ -86,7 +88,7 @@ class Simulator {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<AcceptanceModel> acceptance_;
   std::unique_ptr<CostModel> cost_;
-  Mt19937_64 rng_;  // the stream of std::mt19937_64 (DESIGN: the only random source)
+  Mt19937_64 rng_;  // the stream of std::mt19937_64 (docs/design.md §5: the only random source)
   int num_spec_tokens_ = 0;
 
   bool busy_ = false;

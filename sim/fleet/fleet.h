@@ -1,5 +1,5 @@
 // The fleet: N engine replicas (sim/engine/simulator.h) behind a router, on one event kernel and
-// one clock (DESIGN §2 "Fleet"). Arrivals come from the trace at their own rate; the router
+// one clock (docs/design.md §2 "Fleet"). Arrivals come from the trace at their own rate; the router
 // picks a replica for each; every replica steps on its own. One replica is the plain engine:
 // same events in the same order, byte-identical reports.
 #ifndef PREFIXSIM_SIM_FLEET_FLEET_H_

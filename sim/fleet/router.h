@@ -1,5 +1,5 @@
-// Routers: which replica of a fleet serves a request (DESIGN §2 "Fleet"). A router is one file in
-// sim/fleet/routers/ plus one registration line in sim/fleet/router_registry.cc; the engine
+// Routers: which replica of a fleet serves a request (docs/design.md §2 "Fleet"). A router is one
+// file in sim/fleet/routers/ plus one registration line in sim/fleet/router_registry.cc; the engine
 // JSON's "router" (or --router) selects it by name.
 #ifndef PREFIXSIM_SIM_FLEET_ROUTER_H_
 #define PREFIXSIM_SIM_FLEET_ROUTER_H_

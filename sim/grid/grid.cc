@@ -290,7 +290,8 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
           return FieldError(f.string(), key, "expected an integer");
         }
       }
-      if (!doc["scenario"].is_string()) return FieldError(f.string(), "scenario", "expected a string");
+      if (!doc["scenario"].is_string())
+        return FieldError(f.string(), "scenario", "expected a string");
       const std::string name = doc["scenario"].get<std::string>();
       if (scenario_name.empty()) scenario_name = name;
       if (name != scenario_name) {

@@ -1,5 +1,5 @@
-// Scenario grids (DESIGN §2 "Grid"): a scenario file names a base point and axes; the grid is
-// the product of the axes. Each point runs like `prefixsim replay`; `sweep` writes one JSON file
+// Scenario grids (docs/design.md §2 "Grid"): a scenario file names a base point and axes; the grid
+// is the product of the axes. Each point runs like `prefixsim replay`; `sweep` writes one JSON file
 // per point and merged results, `regress` compares the points with a stored baseline.
 // Format: docs/scenarios.md.
 #ifndef PREFIXSIM_SIM_GRID_GRID_H_

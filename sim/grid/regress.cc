@@ -277,7 +277,6 @@ Cells FormatCells(const RegressRow& row) {
   return c;
 }
 
-
 std::string MarkdownCell(std::string_view s) {
   std::string out;
   for (char ch : s) {

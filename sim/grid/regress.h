@@ -17,7 +17,7 @@
 
 namespace prefixsim::grid {
 
-// Metric names: the dotted path to a number of the replay JSON summary (DESIGN §4.5), e.g.
+// Metric names: the dotted path to a number of the replay JSON summary (docs/design.md §4.5), e.g.
 // `prefix_cache.hit_rate`, `lost_to_alignment_tokens`, `latency.ttft.p99_ms`,
 // `fleet.imbalance`; the headline names of results.csv (`hit_rate`, `ttft_p99_ms`, ...) are
 // aliases of their paths. Lists and booleans are not metrics; neither is `wall_time_s`, which

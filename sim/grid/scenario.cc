@@ -194,8 +194,6 @@ const Setter* FindSetter(const std::string& key) {
   return nullptr;
 }
 
-
-
 // Checks one key/value pair by applying it to a scratch config.
 absl::Status CheckValue(const std::string& file, const std::string& field, const std::string& key,
                         const Json& value) {
@@ -210,7 +208,6 @@ absl::Status CheckValue(const std::string& file, const std::string& field, const
   if (!s.ok()) return FieldError(file, field, StdView(s.message()));
   return absl::OkStatus();
 }
-
 
 absl::Status ExpandGrid(const std::string& file, const std::string& where, const Json& base,
                         const Json& axes, Scenario& out) {

@@ -76,7 +76,8 @@ void ExtendBlockHashes(const Request& r, int64_t chunk_tokens, int64_t num_chunk
   while (static_cast<int64_t>(hashes->size()) < num_chunks) {
     Folder f;
     if (hashes->empty()) {
-      // First block: the namespace key is its extra key (cache_salt / LoRA, reference §8.1).
+      // First block: the namespace key is its extra key (cache_salt / LoRA, docs/semantics.md
+      // §8.1).
       f.p = SplitMix(kSeedP ^ r.namespace_key);
       f.q = SplitMix(kSeedQ + r.namespace_key * 0x9e3779b97f4a7c15ULL);
     } else {

@@ -1,10 +1,10 @@
-// Chained block hashes at the hash granularity H (reference §8.1).
+// Chained block hashes at the hash granularity H (docs/semantics.md §8.1).
 //
 // Every full H-token chunk of a request's tokens (prompt, then accepted outputs) gets one chained
 // hash: hash_i = F(hash_{i-1}, canonical content of chunk i), with the request's namespace key
 // (cache_salt / LoRA) folded into chunk 0 only, as vLLM puts cache_salt into the first block's
 // extra keys; the chain carries it into every later hash. Coarser groups (B = k·H) read
-// hashes[(j+1)·k − 1], the last fine hash inside their block (reference §8.1).
+// hashes[(j+1)·k − 1], the last fine hash inside their block (docs/semantics.md §8.1).
 //
 // The canonical content of a chunk is a list of pieces: a maximal run of literal tokens (hashed
 // token by token, whatever segments they came from), or a maximal run of virtual content

@@ -125,7 +125,8 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   PREFIXSIM_CHECK(b != kNullBlock && meta_[b].ref > 0 && meta_[b].group < 0);
   const uint64_t key = h.hash ^ GroupSalt(group);
   if (index_.NeedsRebuild()) {
-    index_.Rebuild([this](int32_t head, uint64_t position) { meta_[head].index_position = position; });
+    index_.Rebuild(
+        [this](int32_t head, uint64_t position) { meta_[head].index_position = position; });
   }
   PrefixIndex::Slot* slot = index_.FindOrEmpty(key);
   if (slot->block <= 0) {

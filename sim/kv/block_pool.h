@@ -1,5 +1,5 @@
-// The block pool (reference §8.2): one shared pool of block ids for every KV cache group, the
-// null block (id 0), reference counts, the free queue in vLLM's order, and the prefix index.
+// The block pool (docs/semantics.md §8.2): one shared pool of block ids for every KV cache group,
+// the null block (id 0), reference counts, the free queue in vLLM's order, and the prefix index.
 //
 // Free queue: a ring of block ids in queue order, each free block's record holding its position,
 // so the next blocks to allocate are known without chasing links (their records are loaded ahead)
@@ -55,16 +55,16 @@ inline constexpr auto kGroupSalts = [] {
 }();
 inline uint64_t GroupSalt(int group) {
   return static_cast<unsigned>(group) < kSaltTableSize ? kGroupSalts[group]
-                                                        : ComputeGroupSalt(group);
+                                                       : ComputeGroupSalt(group);
 }
 inline uint32_t GroupTag(int group, const HashPair& h) {
   return static_cast<uint32_t>(h.check ^ (h.check >> 32) ^ GroupSalt(group));
 }
 
-// What hit finding reads (reference §9): a prefix index keyed by (group, block hash). It is the
-// block pool's own index, or a mirror of one kept by the pool's cache events (a router's view of
-// a replica, index_mirror.h); the same finders run on both. Lookup returns a positive value
-// (the pool: the first block cached under the key) or kNoBlock.
+// What hit finding reads (docs/semantics.md §9): a prefix index keyed by (group, block hash). It is
+// the block pool's own index, or a mirror of one kept by the pool's cache events (a router's view
+// of a replica, index_mirror.h); the same finders run on both. Lookup returns a positive value (the
+// pool: the first block cached under the key) or kNoBlock.
 class HitIndex {
  public:
   HitIndex(const PrefixIndex* index, int64_t* collisions)
@@ -136,7 +136,7 @@ class BlockPool {
   void PrefetchFree(BlockId b) const { __builtin_prefetch(&meta_[b]); }
 
   // Drops the key of an in-use cached block so it can be re-keyed (a partial block that grew,
-  // reference §8.2 cache_full_blocks "re-keyed"). Not an eviction.
+  // docs/semantics.md §8.2 cache_full_blocks "re-keyed"). Not an eviction.
   void Uncache(BlockId b);
 
   bool is_cached(BlockId b) const { return meta_[b].group >= 0; }
@@ -178,12 +178,12 @@ class BlockPool {
   // One record per block, so that the operations on a cold block (an
   // eviction at the queue head, a free, a publish) touch one or two cache lines, not seven.
   struct Meta {
-    HashPair hash;                             // valid while cached
+    HashPair hash;                        // valid while cached
     int64_t queue_position = kNotQueued;  // of a free block: its place in ring_ (not masked)
     int32_t ref = 0;
     int32_t group = -1;                                // -1: not cached
     BlockId dup_prev = kNoBlock, dup_next = kNoBlock;  // blocks cached under the same key
-    int64_t free_stamp = 0;  // of a cached block: when it last rejoined the free queue
+    int64_t free_stamp = 0;       // of a cached block: when it last rejoined the free queue
     int64_t index_position = -1;  // of the first block cached under its key: its index slot
   };
   BigArray<Meta> meta_;  // num_blocks entries

@@ -1,5 +1,6 @@
-// Chunked local attention (reference §9.2, §10.3): tokens before the current chunk are never
-// attended to, so their blocks are null ("computed"); scan left to right from the chunk start.
+// Chunked local attention (docs/semantics.md §9.2, §10.3): tokens before the current chunk are
+// never attended to, so their blocks are null ("computed"); scan left to right from the chunk
+// start.
 #include <algorithm>
 
 #include "prefixsim/status.h"
@@ -12,9 +13,9 @@ int64_t ChunkedLocalManager::NumSkippedTokens(int64_t num_computed) const {
   return RoundDown(num_computed, spec_.attention_chunk_size);
 }
 
-int64_t ChunkedLocalManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine, int64_t max_len,
-                                            int64_t alignment, bool /*drop_eagle*/,
-                                            absl::Span<const int> gids,
+int64_t ChunkedLocalManager::FindLongestHit(const HitIndex& index, const HashPair* fine,
+                                            int64_t num_fine, int64_t max_len, int64_t alignment,
+                                            bool /*drop_eagle*/, absl::Span<const int> gids,
                                             std::vector<BlockId>* out) const {
   PREFIXSIM_CHECK(spec_.attention_chunk_size > 0);
   const int64_t nb = std::max<int64_t>(0, std::min(max_len / block_size_, num_fine / ratio_));

@@ -33,7 +33,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
     : pool_(pool) {
   hash_block_size_ = HashBlockSize(plan);
   if (plan.groups.size() == 1) {
-    // Unitary coordinator: S = H = A = B (reference §7).
+    // Unitary coordinator: S = H = A = B (docs/semantics.md §7).
     hit_alignment_ = scheduler_block_size_ = hash_block_size_;
     partial_hits_ = false;
   } else if (plan.enable_prefix_caching) {
@@ -61,15 +61,14 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   }
   num_groups_ = static_cast<int>(managers_.size());
   for (int g = 0; g < num_groups_; ++g) {
-    if (group_runs && !runs_.empty() &&
-        SameSpec(plan.groups[runs_.back().first], plan.groups[g])) {
+    if (group_runs && !runs_.empty() && SameSpec(plan.groups[runs_.back().first], plan.groups[g])) {
       ++runs_.back().count;
     } else {
       runs_.push_back(Run{g, 1});
     }
   }
   // Hybrid plans cache only up to the last S boundary (no rounding with partial hits); an eagle
-  // group also publishes the one block past it that its drop needs (reference §10.2).
+  // group also publishes the one block past it that its drop needs (docs/semantics.md §10.2).
   for (const auto& m : managers_) {
     const KvGroup& spec = m->spec();
     if (!spec.prefix_cacheable) {
@@ -113,9 +112,8 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
 }
 
 int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const HashPair* fine,
-                                                int64_t num_fine,
-                                                int64_t max_hit, int64_t alignment,
-                                                std::vector<BlockId>* out,
+                                                int64_t num_fine, int64_t max_hit,
+                                                int64_t alignment, std::vector<BlockId>* out,
                                                 int64_t* uncached_common_prefix) {
   if (uncached_common_prefix != nullptr) *uncached_common_prefix = 0;
   for (int g = 0; g < num_groups(); ++g) out[g].clear();
@@ -133,12 +131,12 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
   }
   if (unitary()) {
     const SpecGroup& sg = spec_groups_[0];
-    // Unitary: the EAGLE drop is one block (A = B), reference §9.4.
-    const int64_t hit =
-        sg.manager->FindLongestHit(index, fine, num_fine, max_hit, alignment, sg.eagle, sg.gids, out);
+    // Unitary: the EAGLE drop is one block (A = B), docs/semantics.md §9.4.
+    const int64_t hit = sg.manager->FindLongestHit(index, fine, num_fine, max_hit, alignment,
+                                                   sg.eagle, sg.gids, out);
     return hit;
   }
-  // Hybrid fixed point (reference §9.3).
+  // Hybrid fixed point (docs/semantics.md §9.3).
   std::fill(sg_looked_up_.begin(), sg_looked_up_.end(), 0);
   std::fill(sg_eagle_ok_.begin(), sg_eagle_ok_.end(), 0);
   int64_t hit = max_hit;
@@ -161,8 +159,8 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
         const int64_t margin = partial_hits_ ? hash_block_size_ : sg.block_size;
         limit = std::min(cur + margin, max_hit);
       }
-      const int64_t h = sg.manager->FindLongestHit(index, fine, num_fine, limit, alignment, drop, sg.gids,
-                                                   scratch_[s].data());
+      const int64_t h = sg.manager->FindLongestHit(index, fine, num_fine, limit, alignment, drop,
+                                                   sg.gids, scratch_[s].data());
       if (drop) {
         sg_eagle_ok_[s] = 1;
       } else if (h < cur) {
@@ -205,8 +203,8 @@ int64_t KvCacheCoordinator::NumBlocksToAllocate(const GroupBlocks* groups,
   int64_t n = 0;
   for (const Run& run : runs_) {
     n += managers_[run.first]->NumBlocksToAllocate(
-        absl::MakeConstSpan(groups + run.first, run.count), hit ? hit + run.first : nullptr,
-        need, main, total);
+        absl::MakeConstSpan(groups + run.first, run.count), hit ? hit + run.first : nullptr, need,
+        main, total);
   }
   return n;
 }
@@ -258,8 +256,8 @@ int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fin
   for (size_t r = 0; r < runs_.size(); ++r) {
     if (limits[r] <= 0) continue;
     const Run& run = runs_[r];
-    cached += managers_[run.first]->CacheBlocks(absl::MakeSpan(groups + run.first, run.count),
-                                                fine, limits[r], step_end);
+    cached += managers_[run.first]->CacheBlocks(absl::MakeSpan(groups + run.first, run.count), fine,
+                                                limits[r], step_end);
   }
   return cached;
 }

@@ -1,5 +1,5 @@
-// The KV cache coordinator (reference §9.3, §10): combines the per-group managers. Unitary (one
-// group: A = H = B) or hybrid (the fixed point over spec-groups, alignment to A, caching under
+// The KV cache coordinator (docs/semantics.md §9.3, §10): combines the per-group managers. Unitary
+// (one group: A = H = B) or hybrid (the fixed point over spec-groups, alignment to A, caching under
 // the round-down to S).
 #ifndef PREFIXSIM_SIM_KV_COORDINATOR_H_
 #define PREFIXSIM_SIM_KV_COORDINATOR_H_
@@ -47,7 +47,7 @@ class KvCacheCoordinator {
   // With `uncached_common_prefix`, also the tokens by which the longest hit any single
   // spec-group reported during the fixed point exceeds the reconciled hit: a prefix that earlier
   // requests computed but that a lagging group (a mamba state, a sliding window) never cached at
-  // its end. vLLM's num_uncached_common_prefix_tokens (reference §9.3, docs/semantics.md
+  // its end. vLLM's num_uncached_common_prefix_tokens (docs/semantics.md §9.3, docs/semantics.md
   // "Junction stop"); 0 for unitary plans.
   int64_t FindLongestCacheHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                               int64_t max_hit, int64_t alignment, std::vector<BlockId>* out,
@@ -62,7 +62,7 @@ class KvCacheCoordinator {
                               int64_t need, int64_t main, int64_t total) const;
   int64_t AllocateNew(GroupBlocks* groups, int64_t need, int64_t main, int64_t total) const;
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens
-  // (reference §10.2). The largest is returned by MaxCacheLimit.
+  // (docs/semantics.md §10.2). The largest is returned by MaxCacheLimit.
   int64_t CacheLimit(int g, int64_t n) const { return LimitFor(g, n, RoundedForCache(n)); }
   int64_t MaxCacheLimit(int64_t n) const;
   // Of n computed tokens, those the finest prefix-cacheable group could publish at its own block

@@ -1,7 +1,7 @@
-// Full attention and MLA hit finding (reference §9.2): left to right; the chain guarantees that
-// once block j misses, every later block misses too. With partial hits (A = H < B), a second
+// Full attention and MLA hit finding (docs/semantics.md §9.2): left to right; the chain guarantees
+// that once block j misses, every later block misses too. With partial hits (A = H < B), a second
 // phase probes the H boundaries inside the first missing block for a partially registered
-// block (reference §8.2 cache_partial_block).
+// block (docs/semantics.md §8.2 cache_partial_block).
 #include <algorithm>
 
 #include "sim/kv/single_type_manager.h"
@@ -9,9 +9,9 @@
 namespace prefixsim {
 namespace kv {
 
-int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
-                                             int64_t max_len, int64_t alignment, bool drop_eagle,
-                                             absl::Span<const int> gids,
+int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPair* fine,
+                                             int64_t num_fine, int64_t max_len, int64_t alignment,
+                                             bool drop_eagle, absl::Span<const int> gids,
                                              std::vector<BlockId>* out) const {
   const int64_t nb = std::min(max_len / block_size_, num_fine / ratio_);
   const bool fine_grained =
@@ -51,7 +51,7 @@ int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPa
       }
     }
   }
-  // EAGLE/MTP: the last matched unit is recomputed (reference §9.4).
+  // EAGLE/MTP: the last matched unit is recomputed (docs/semantics.md §9.4).
   if (drop_eagle && hit > 0) hit -= std::min(alignment, block_size_);
   hit -= hit % alignment;
   const int64_t keep = CeilDiv(hit, block_size_);

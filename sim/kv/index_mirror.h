@@ -2,7 +2,8 @@
 // was published under a key; remove: a block's key was dropped). It is what a KV-aware router
 // holds per replica (NVIDIA Dynamo's KV router and llm-d's precise prefix-cache scorer index the
 // block hashes each worker reports): the router never reads the replica's pool, yet the same
-// finders (reference §9) run on the mirror and give the replica's own hit (index_mirror_test).
+// finders (docs/semantics.md §9) run on the mirror and give the replica's own hit
+// (index_mirror_test).
 #ifndef PREFIXSIM_SIM_KV_INDEX_MIRROR_H_
 #define PREFIXSIM_SIM_KV_INDEX_MIRROR_H_
 

@@ -1,4 +1,4 @@
-// KvCacheManager (reference §9.1, §10.1, §12): the public face of the KV memory model.
+// KvCacheManager (docs/semantics.md §9.1, §10.1, §12): the public face of the KV memory model.
 #include "prefixsim/kv_cache_manager.h"
 
 #include <algorithm>
@@ -98,7 +98,8 @@ class KvCacheManager::Impl {
       if (g.kind == LayerKind::kMamba) mamba_block_size_ = g.block_size;
     }
     if (plan.enable_prefix_caching && !caching_) {
-      // vLLM asserts this at startup (reference §7); a plan that breaks it gets no prefix cache.
+      // vLLM asserts this at startup (docs/semantics.md §7); a plan that breaks it gets no prefix
+      // cache.
       const int g = coord_.unhashable_group();
       std::fprintf(stderr,
                    "KvCacheManager: prefix caching disabled: group %d block size %d is not a "
@@ -245,7 +246,7 @@ class KvCacheManager::Impl {
     st.pending_hit = 0;
     PrefixHit result;
     if (!caching_) return result;
-    // The last token is always recomputed to produce logits (reference §9.1).
+    // The last token is always recomputed to produce logits (docs/semantics.md §9.1).
     const int64_t max_hit = st.num_tokens - 1;
     if (max_hit <= 0) return result;
     EnsureHashes(st, max_hit / coord_.hash_block_size());
@@ -323,7 +324,7 @@ class KvCacheManager::Impl {
     a.main = a.total + num_new;
     a.need = std::min(a.main + num_lookahead, cap);
     // Tokens cached after this step: drafts and lookahead slots never are, only verified tokens
-    // (reference §10.2).
+    // (docs/semantics.md §10.2).
     a.n = std::max<int64_t>(
         0, std::min(a.total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
     return a;
@@ -348,9 +349,8 @@ class KvCacheManager::Impl {
     return AllocateSlotsFull(st, num_computed, num_new, num_new_computed, num_lookahead);
   }
 
-  [[gnu::noinline]] bool AllocateSlotsFull(RequestState& st, int64_t num_computed,
-                                           int64_t num_new, int64_t num_new_computed,
-                                           int64_t num_lookahead) {
+  [[gnu::noinline]] bool AllocateSlotsFull(RequestState& st, int64_t num_computed, int64_t num_new,
+                                           int64_t num_new_computed, int64_t num_lookahead) {
     if (num_new_computed == 0 && st.has_pending) {
       st.has_pending = false;  // the caller does not use the hit
       for (auto& p : st.pending) p.clear();
@@ -395,7 +395,7 @@ class KvCacheManager::Impl {
         prev_had_drafts && !use_hit && total >= prev_verified_end) {
       CacheSpecBoundaryState(st, total, prev_verified_end);
     }
-    // Free out-of-window blocks first (reference §10.1, §10.3).
+    // Free out-of-window blocks first (docs/semantics.md §10.1, §10.3).
     coord_.RemoveSkippedBlocks(st.groups.data(), total);
     const int64_t k = coord_.NumBlocksToAllocate(
         st.groups.data(), use_hit ? st.pending.data() : nullptr, need, main, total);
@@ -438,8 +438,8 @@ class KvCacheManager::Impl {
       // A request's first allocation sizes its block tables for its whole life (prompt, outputs,
       // lookahead; at most max_model_len), so the tables grow without reallocating. Done here,
       // not at AddRequest: a long waiting queue holds no table memory.
-      const int64_t life = std::min(st.request->prompt_tokens + st.request->output_tokens +
-                                        num_lookahead, cap);
+      const int64_t life =
+          std::min(st.request->prompt_tokens + st.request->output_tokens + num_lookahead, cap);
       for (int g = 0; g < coord_.num_groups(); ++g) {
         const size_t blocks =
             static_cast<size_t>(kv::CeilDiv(life, coord_.manager(g).block_size()) + 1);
@@ -561,7 +561,8 @@ KvCacheManager::~KvCacheManager() = default;
 
 KvRequestHandle KvCacheManager::AddRequest(const Request* request) {
   return impl_->AddRequest(request);
-}void KvCacheManager::RemoveRequest(uint64_t request_id) { impl_->RemoveRequest(request_id); }
+}
+void KvCacheManager::RemoveRequest(uint64_t request_id) { impl_->RemoveRequest(request_id); }
 KvRequestHandle KvCacheManager::Handle(uint64_t request_id) const {
   return impl_->HandleOf(request_id);
 }
@@ -578,8 +579,8 @@ PrefixHit KvCacheManager::GetComputedBlocks(KvRequestHandle request) {
 bool KvCacheManager::AllocateSlots(KvRequestHandle request, int64_t num_computed_tokens,
                                    int64_t num_new_tokens, int64_t num_new_computed_tokens,
                                    int64_t num_lookahead_tokens) {
-  return impl_->AllocateSlots(request, num_computed_tokens, num_new_tokens,
-                              num_new_computed_tokens, num_lookahead_tokens);
+  return impl_->AllocateSlots(request, num_computed_tokens, num_new_tokens, num_new_computed_tokens,
+                              num_lookahead_tokens);
 }
 void KvCacheManager::Free(KvRequestHandle request) { impl_->Free(request); }
 
@@ -600,8 +601,8 @@ void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
   PromptHashes& pre = request->prompt_hashes;
   pre = PromptHashes{};
   if (!plan.enable_prefix_caching || plan.groups.empty()) return;
-  // The chunks the admission lookup reads first (max_hit = prompt - 1, reference §9.1); a router
-  // that wants one more (HashPrompt) extends from the cursor.
+  // The chunks the admission lookup reads first (max_hit = prompt - 1, docs/semantics.md §9.1); a
+  // router that wants one more (HashPrompt) extends from the cursor.
   const int64_t h = kv::KvCacheCoordinator::HashBlockSize(plan);
   if (h <= 0 || request->prompt_tokens <= 1) return;
   kv::HashCursor cursor;
@@ -616,7 +617,7 @@ int64_t KvCacheManager::PeekPromptHit(const Request& request,
                                       const kv::IndexMirror* mirror) {
   Impl& m = *impl_;
   if (!m.caching_) return 0;
-  const int64_t max_hit = request.prompt_tokens - 1;  // reference §9.1
+  const int64_t max_hit = request.prompt_tokens - 1;  // docs/semantics.md §9.1
   if (max_hit <= 0) return 0;
   const int64_t nf =
       std::min<int64_t>(static_cast<int64_t>(hashes.size()), max_hit / m.coord_.hash_block_size());

@@ -1,4 +1,4 @@
-// Mamba in align mode (reference §9.2, §10.1, §10.3), kept simple:
+// Mamba in align mode (docs/semantics.md §9.2, §10.1, §10.3), kept simple:
 //  * the block table is indexed like an attention table (block i = state after (i+1)·B tokens);
 //    only the running state block and, for one step, the previous one are real, the rest null;
 //  * a step that ends exactly on a block boundary leaves the state for that boundary in the
@@ -16,8 +16,8 @@
 namespace prefixsim {
 namespace kv {
 
-int64_t MambaManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine, int64_t max_len,
-                                     int64_t alignment, bool /*drop_eagle*/,
+int64_t MambaManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                                     int64_t max_len, int64_t alignment, bool /*drop_eagle*/,
                                      absl::Span<const int> gids, std::vector<BlockId>* out) const {
   if (params_.partial_hits && alignment < block_size_) {
     const int64_t h = params_.hash_block_size;
@@ -57,7 +57,7 @@ int64_t MambaManager::FindLongestHit(const HitIndex& index, const HashPair* fine
 int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
                                           const std::vector<BlockId>* hits, int64_t /*need*/,
                                           int64_t main, int64_t total) const {
-  // Lookahead tokens are ignored in align mode (reference §10.1).
+  // Lookahead tokens are ignored in align mode (docs/semantics.md §10.1).
   const int64_t r = CeilDiv(main, block_size_) - 1;
   int64_t n = 0;
   for (size_t k = 0; k < run.size(); ++k) {
@@ -68,7 +68,8 @@ int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
     int64_t need_state = r >= held ? 1 : 0;
     if (r >= 0 && r == held - 1 && main > total) {
       const BlockId last = (hit && !hit->empty()) ? hit->back() : g.blocks.back();
-      if (last != kNullBlock && pool_->is_cached(last)) need_state = 1;  // never write a cached state
+      if (last != kNullBlock && pool_->is_cached(last))
+        need_state = 1;  // never write a cached state
     }
     n += need_state;
     if (hit != nullptr) {

@@ -73,7 +73,9 @@ class PrefixIndex {
   }
 
   // Inserts a new key (REQUIRES: absent).
-  void Insert(uint64_t key, int32_t block, uint32_t tag) { InsertAt(FindOrEmpty(key), key, block, tag); }
+  void Insert(uint64_t key, int32_t block, uint32_t tag) {
+    InsertAt(FindOrEmpty(key), key, block, tag);
+  }
 
   // Removes the entry at `slot` (from Find), shifting later entries of its cluster back, so
   // that no slot moves except these. REQUIRES: no tombstones (the two ways do not mix).

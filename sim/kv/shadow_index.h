@@ -6,12 +6,12 @@
 // S equal to the finest block, partial hits) the alignment costs nothing and the shadow is off.
 //
 // Entries are keyed by the request's chained hash at every U boundary (the fine H-chunk hash
-// there, reference §8.1), so a hit on entry j implies the whole prefix [0, (j+1)·U). An entry is
-// held while a request that computed or hit it runs; when the last holder frees it, the entry
-// takes the block pool's current free clock as its stamp, exactly the stamp a real cached block
-// freed at that moment would get. It is alive while held or while its stamp is above the pool's
-// eviction horizon (the newest stamp the real cache has evicted): it lives exactly as long as a
-// real published block freed at the same time. Work is per U-block, never per token.
+// there, docs/semantics.md §8.1), so a hit on entry j implies the whole prefix [0, (j+1)·U). An
+// entry is held while a request that computed or hit it runs; when the last holder frees it, the
+// entry takes the block pool's current free clock as its stamp, exactly the stamp a real cached
+// block freed at that moment would get. It is alive while held or while its stamp is above the
+// pool's eviction horizon (the newest stamp the real cache has evicted): it lives exactly as long
+// as a real published block freed at the same time. Work is per U-block, never per token.
 #ifndef PREFIXSIM_SIM_KV_SHADOW_INDEX_H_
 #define PREFIXSIM_SIM_KV_SHADOW_INDEX_H_
 
@@ -27,7 +27,7 @@ namespace kv {
 class ShadowIndex {
  public:
   // unit: U in tokens; hash_block_size: H (U % H == 0); drop_eagle: the plan has an EAGLE group,
-  // so a hit also needs the U-block past it (the shadow analogue of reference §9.4).
+  // so a hit also needs the U-block past it (the shadow analogue of docs/semantics.md §9.4).
   ShadowIndex(const BlockPool* pool, int64_t unit, int64_t hash_block_size, bool drop_eagle);
 
   int64_t unit() const { return unit_; }

@@ -12,7 +12,7 @@ SingleTypeManager::SingleTypeManager(const KvGroup& spec, int group_id, BlockPoo
     : spec_(spec), group_id_(group_id), pool_(pool), params_(p), block_size_(spec.block_size) {
   PREFIXSIM_CHECK(block_size_ > 0);
   PREFIXSIM_CHECK(p.hash_block_size > 0 && p.hit_alignment > 0);
-  // Every prefix-cacheable group's block is a whole number of hash chunks (reference §7
+  // Every prefix-cacheable group's block is a whole number of hash chunks (docs/semantics.md §7
   // coordinator asserts); otherwise the coordinator reports it and caching stays off.
   ratio_ = block_size_ % p.hash_block_size == 0 ? block_size_ / p.hash_block_size : 0;
 }
@@ -41,8 +41,8 @@ int64_t SingleTypeManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run
   int64_t n = 0;
   for (size_t k = 0; k < run.size(); ++k) {
     const std::vector<BlockId>* hit = hits != nullptr ? &hits[k] : nullptr;
-    const int64_t held = static_cast<int64_t>(run[k].blocks.size()) +
-                         (hit ? static_cast<int64_t>(hit->size()) : 0);
+    const int64_t held =
+        static_cast<int64_t>(run[k].blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
     n += std::max<int64_t>(required - std::max(skipped, held), 0);
     if (hit == nullptr) continue;
     const bool cow = NeedsCopyOnWrite(*hit, total);
@@ -58,8 +58,8 @@ int64_t SingleTypeManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run
   return n;
 }
 
-int64_t SingleTypeManager::AllocateNew(absl::Span<GroupBlocks> run, int64_t need,
-                                       int64_t /*main*/, int64_t total) const {
+int64_t SingleTypeManager::AllocateNew(absl::Span<GroupBlocks> run, int64_t need, int64_t /*main*/,
+                                       int64_t total) const {
   const int64_t required = CeilDiv(need, block_size_);
   const int64_t skipped = NumSkippedTokens(total) / block_size_;
   int64_t n = 0;

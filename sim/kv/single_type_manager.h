@@ -1,5 +1,5 @@
-// Per-group KV managers (reference §9.2, §10): one object per KV cache group, behind one small
-// interface. The coordinator (coordinator.h) combines them. Block tables hold block ids, with
+// Per-group KV managers (docs/semantics.md §9.2, §10): one object per KV cache group, behind one
+// small interface. The coordinator (coordinator.h) combines them. Block tables hold block ids, with
 // kNullBlock for positions a group does not keep (out of window, before a chunk, old states).
 #ifndef PREFIXSIM_SIM_KV_SINGLE_TYPE_MANAGER_H_
 #define PREFIXSIM_SIM_KV_SINGLE_TYPE_MANAGER_H_
@@ -28,9 +28,9 @@ struct GroupBlocks {
 struct ManagerParams {
   int64_t hash_block_size = 0;  // H
   int64_t hit_alignment = 0;    // A (the caching mask uses it)
-  // Extra tokens a sliding window keeps for multi-module MTP (reference §2.2, §10.3).
+  // Extra tokens a sliding window keeps for multi-module MTP (docs/semantics.md §2.2, §10.3).
   int64_t extra_retained_tokens = 0;
-  // Fine-grained (partial) hits (reference §7, §8.2, §9.2): A = H < B for some groups.
+  // Fine-grained (partial) hits (docs/semantics.md §7, §8.2, §9.2): A = H < B for some groups.
   bool partial_hits = false;
 };
 
@@ -49,7 +49,8 @@ class SingleTypeManager {
   // Whether B is a multiple of H (the group's blocks can be keyed by the request's hashes).
   bool hashable() const { return ratio_ > 0; }
 
-  // The chained hash of this group's block j: the last H-chunk hash inside it (reference §8.1).
+  // The chained hash of this group's block j: the last H-chunk hash inside it (docs/semantics.md
+  // §8.1).
   const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
     return fine[(j + 1) * ratio_ - 1];
   }
@@ -63,7 +64,7 @@ class SingleTypeManager {
                                  int64_t max_len, int64_t alignment, bool drop_eagle,
                                  absl::Span<const int> gids, std::vector<BlockId>* out) const = 0;
 
-  // Tokens before `num_computed` this group no longer needs (reference §10.3).
+  // Tokens before `num_computed` this group no longer needs (docs/semantics.md §10.3).
   virtual int64_t NumSkippedTokens(int64_t /*num_computed*/) const { return 0; }
   // Blocks at the front of the table it no longer needs then (RemoveSkippedBlocks frees them).
   virtual int64_t NumSkippedBlocks(int64_t num_computed) const {
@@ -79,8 +80,8 @@ class SingleTypeManager {
   // Replaces the blocks no longer needed (NumSkippedBlocks) by the null block and frees them,
   // last first.
   void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const;
-  // Blocks these groups must take from the free queue (reference §10.1): new blocks plus hit
-  // blocks that are currently free (touching them removes them from the queue). `hits` is null
+  // Blocks these groups must take from the free queue (docs/semantics.md §10.1): new blocks plus
+  // hit blocks that are currently free (touching them removes them from the queue). `hits` is null
   // or the run's hit lists (hits[k] for run[k]).
   virtual int64_t NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
                                       const std::vector<BlockId>* hits, int64_t need, int64_t main,
@@ -99,15 +100,15 @@ class SingleTypeManager {
                                  int64_t limit, int64_t step_end) const;
 
   // Whether the last block of a hit of `hit_tokens` must be copied rather than shared, because
-  // the request will write into it (partial hits only: copy-on-write, reference §8.2).
+  // the request will write into it (partial hits only: copy-on-write, docs/semantics.md §8.2).
   virtual bool NeedsCopyOnWrite(const std::vector<BlockId>& hit, int64_t hit_tokens) const;
 
  protected:
-  // Whether block i is published at all (the SWA reachable mask of reference §10.2).
+  // Whether block i is published at all (the SWA reachable mask of docs/semantics.md §10.2).
   virtual bool Reachable(int64_t /*i*/) const { return true; }
   // Looks up block j in every group of the batch; on success writes out[k][j].
-  bool LookupAll(const HitIndex& index, const HashPair* fine, int64_t j,
-                 absl::Span<const int> gids, std::vector<BlockId>* out) const {
+  bool LookupAll(const HitIndex& index, const HashPair* fine, int64_t j, absl::Span<const int> gids,
+                 std::vector<BlockId>* out) const {
     const HashPair& h = BlockHash(fine, j);
     for (size_t k = 0; k < gids.size(); ++k) {
       const BlockId b = index.Lookup(gids[k], h);
@@ -125,7 +126,7 @@ class SingleTypeManager {
   int64_t ratio_;  // B / H; 0 if H does not divide B
 };
 
-// Full attention and MLA: left to right (reference §9.2).
+// Full attention and MLA: left to right (docs/semantics.md §9.2).
 class FullAttentionManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
@@ -140,7 +141,8 @@ class FullAttentionManager : public SingleTypeManager {
   int64_t CachePartial(GroupBlocks* g, int group, const HashPair* fine, int64_t limit) const;
 };
 
-// Sliding window: right to left, cdiv(W-1, B) contiguous blocks (reference §9.2, §10.2, §10.3).
+// Sliding window: right to left, cdiv(W-1, B) contiguous blocks (docs/semantics.md §9.2, §10.2,
+// §10.3).
 class SlidingWindowManager : public SingleTypeManager {
  public:
   SlidingWindowManager(const KvGroup& spec, int group_id, BlockPool* pool, const ManagerParams& p);
@@ -155,7 +157,7 @@ class SlidingWindowManager : public SingleTypeManager {
   bool Reachable(int64_t i) const override;
 };
 
-// Chunked local attention (reference §9.2, §10.3).
+// Chunked local attention (docs/semantics.md §9.2, §10.3).
 class ChunkedLocalManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;
@@ -166,7 +168,7 @@ class ChunkedLocalManager : public SingleTypeManager {
 };
 
 // Mamba in align mode: one running state block per request; states at block boundaries are
-// cached; a hit is the last cached state at an A-aligned boundary (reference §9.2, §10).
+// cached; a hit is the last cached state at an A-aligned boundary (docs/semantics.md §9.2, §10).
 class MambaManager : public SingleTypeManager {
  public:
   using SingleTypeManager::SingleTypeManager;

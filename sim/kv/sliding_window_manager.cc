@@ -1,4 +1,4 @@
-// Sliding-window attention (reference §9.2, §10.2, §10.3).
+// Sliding-window attention (docs/semantics.md §9.2, §10.2, §10.3).
 #include <algorithm>
 
 #include "prefixsim/status.h"
@@ -22,9 +22,9 @@ int64_t SlidingWindowManager::NumSkippedTokens(int64_t num_computed) const {
                            num_computed - spec_.sliding_window + 1 - params_.extra_retained_tokens);
 }
 
-// Dense retention (reference §10.2): block i is published only if it lies among the last `need`
-// blocks before some A-boundary (one block later for an EAGLE group), since no hit can use it
-// otherwise. With need >= A/B every block is published. [inferred: the EAGLE shift.]
+// Dense retention (docs/semantics.md §10.2): block i is published only if it lies among the last
+// `need` blocks before some A-boundary (one block later for an EAGLE group), since no hit can use
+// it otherwise. With need >= A/B every block is published. [inferred: the EAGLE shift.]
 bool SlidingWindowManager::Reachable(int64_t i) const {
   const int64_t alignment = params_.hit_alignment;
   if (block_size_ == alignment || alignment % block_size_ != 0) return true;
@@ -36,9 +36,9 @@ bool SlidingWindowManager::Reachable(int64_t i) const {
   return in_segment >= per_segment - need;
 }
 
-int64_t SlidingWindowManager::FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
-                                             int64_t max_len, int64_t alignment, bool drop_eagle,
-                                             absl::Span<const int> gids,
+int64_t SlidingWindowManager::FindLongestHit(const HitIndex& index, const HashPair* fine,
+                                             int64_t num_fine, int64_t max_len, int64_t alignment,
+                                             bool drop_eagle, absl::Span<const int> gids,
                                              std::vector<BlockId>* out) const {
   const int64_t nb = std::max<int64_t>(0, std::min(max_len / block_size_, num_fine / ratio_));
   const int64_t need = NeedBlocks(drop_eagle);

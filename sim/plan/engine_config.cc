@@ -1,9 +1,10 @@
+#include "prefixsim/engine_config.h"
+
 #include <array>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/engine_config.h"
 #include "prefixsim/status.h"
 #include "sim/plan/config_fields.h"
 #include "sim/plan/json_config.h"
@@ -25,7 +26,7 @@ struct BuiltinBackend {
   int preferred_block_size;
 };
 
-// Reference §3.1 (docs/design/attention_backends.md); preferred sizes from reference §4
+// Reference §3.1 (docs/design/attention_backends.md); preferred sizes from docs/semantics.md §4
 // (FlashMLA 64, CUTLASS_MLA 128, FA 16; the others are [inferred]).
 const std::vector<BuiltinBackend>& BuiltinBackends() {
   static const auto* table = new std::vector<BuiltinBackend>{
@@ -94,7 +95,8 @@ absl::StatusOr<AttentionBackend> ParseBackend(const JsonConfig& doc, const nlohm
       if (item.is_number_integer() && item.get<int64_t>() >= 1) {
         backend.kernel_block_sizes.push_back({static_cast<int>(item.get<int64_t>()), false});
       } else if (item.is_object()) {
-        PREFIXSIM_ASSIGN_OR_RETURN(int64_t base, doc.RequiredInt(item, item_path, "multiple_of", 1));
+        PREFIXSIM_ASSIGN_OR_RETURN(int64_t base,
+                                   doc.RequiredInt(item, item_path, "multiple_of", 1));
         backend.kernel_block_sizes.push_back({static_cast<int>(base), true});
       } else {
         return doc.Error(item_path, "must be a positive integer or {\"multiple_of\": N}");
@@ -102,7 +104,8 @@ absl::StatusOr<AttentionBackend> ParseBackend(const JsonConfig& doc, const nlohm
     }
     backend.preferred_block_size = builtin.ok() ? builtin->preferred_block_size : 0;
   }
-  PREFIXSIM_ASSIGN_OR_RETURN(auto preferred, doc.OptionalInt(value, path, "preferred_block_size", 1));
+  PREFIXSIM_ASSIGN_OR_RETURN(auto preferred,
+                             doc.OptionalInt(value, path, "preferred_block_size", 1));
   if (preferred) backend.preferred_block_size = static_cast<int>(*preferred);
   if (backend.preferred_block_size == 0) {
     // A custom backend without a preference: its smallest declared size.
@@ -143,9 +146,9 @@ absl::Status ParseSpeculative(const JsonConfig& doc, const nlohmann::json& value
         const auto& item = (*list)[i];
         if (!item.is_number() || item.get<double>() < 0 ||
             (key == "rates" && item.get<double>() > 1)) {
-          return doc.Error(absl::StrCat(lpath, "[", i, "]"),
-                           key == "rates" ? "must be a probability in [0, 1]"
-                                          : "must be a non-negative weight");
+          return doc.Error(absl::StrCat(lpath, "[", i, "]"), key == "rates"
+                                                                 ? "must be a probability in [0, 1]"
+                                                                 : "must be a non-negative weight");
         }
         out.push_back(item.get<double>());
       }
@@ -187,7 +190,8 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
     fleet.router = it->get<std::string>();
     return absl::OkStatus();
   }
-  if (!it->is_object()) return doc.Error("router", "must be a router name or an object {name, ...}");
+  if (!it->is_object())
+    return doc.Error("router", "must be a router name or an object {name, ...}");
   PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, *it, "router", EngineFieldsAt("router")));
   PREFIXSIM_ASSIGN_OR_RETURN(auto name, doc.OptionalString(*it, "router", "name"));
   if (name) fleet.router = *name;
@@ -203,13 +207,31 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
 
 const std::vector<ConfigObjectFields>& EngineJsonFields() {
   static const auto* fields = new std::vector<ConfigObjectFields>{
-      {"", {"block_size", "backend", "backends", "kv_cache_bytes", "num_gpu_blocks",
-            "max_num_batched_tokens", "max_num_seqs", "max_model_len",
-            "long_prefill_token_threshold", "prefix_match_unit", "enable_prefix_caching",
-            "enable_chunked_prefill", "disable_hybrid_kv_cache_manager", "mamba_cache_mode",
-            "mamba_spec_boundary_states", "kv_cache_dtype", "tensor_parallel_size",
-            "decode_context_parallel_size", "skip_page_size_padded", "speculative", "cost_model",
-            "replicas", "router", "description"}},
+      {"",
+       {"block_size",
+        "backend",
+        "backends",
+        "kv_cache_bytes",
+        "num_gpu_blocks",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "max_model_len",
+        "long_prefill_token_threshold",
+        "prefix_match_unit",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "disable_hybrid_kv_cache_manager",
+        "mamba_cache_mode",
+        "mamba_spec_boundary_states",
+        "kv_cache_dtype",
+        "tensor_parallel_size",
+        "decode_context_parallel_size",
+        "skip_page_size_padded",
+        "speculative",
+        "cost_model",
+        "replicas",
+        "router",
+        "description"}},
       // An object value of "backend" or of "backends.<kind>".
       {"backend", {"name", "kernel_block_sizes", "preferred_block_size"}},
       {"speculative", {"method", "num_speculative_tokens", "eagle_block_drop", "acceptance"}},
@@ -223,11 +245,12 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
 absl::StatusOr<AttentionBackend> LookupBackend(std::string_view name) {
   const std::string upper = absl::AsciiStrToUpper(AbslView(name));
   for (const auto& b : BuiltinBackends()) {
-    if (b.name == upper) return AttentionBackend{std::string(b.name), b.sizes, b.preferred_block_size};
+    if (b.name == upper)
+      return AttentionBackend{std::string(b.name), b.sizes, b.preferred_block_size};
   }
-  return absl::NotFoundError(absl::StrCat("unknown attention backend '", AbslView(name), "' (built in: ",
-                                          absl::StrJoin(BuiltinBackendNames(), ", "),
-                                          "; or give {name, kernel_block_sizes})"));
+  return absl::NotFoundError(absl::StrCat(
+      "unknown attention backend '", AbslView(name), "' (built in: ",
+      absl::StrJoin(BuiltinBackendNames(), ", "), "; or give {name, kernel_block_sizes})"));
 }
 
 std::vector<std::string> BuiltinBackendNames() {
@@ -286,8 +309,9 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
       const std::string path = absl::StrCat("backends.", key);
       auto kind = BackendKindKey(key);
       if (!kind || *kind == LayerKind::kMamba) {
-        return doc.Error(path, "unknown attention kind (known: full_attention, mla, "
-                               "sliding_window, chunked_local)");
+        return doc.Error(path,
+                         "unknown attention kind (known: full_attention, mla, "
+                         "sliding_window, chunked_local)");
       }
       PREFIXSIM_ASSIGN_OR_RETURN(engine.backends[*kind], ParseBackend(doc, value, path));
     }
@@ -300,21 +324,20 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
     int64_t* out;
     int64_t min_value;
   };
-  for (const IntField& f : {IntField{"max_num_batched_tokens", &engine.max_num_batched_tokens, 1},
-                            IntField{"max_num_seqs", &engine.max_num_seqs, 1},
-                            IntField{"max_model_len", &engine.max_model_len, 2},
-                            IntField{"long_prefill_token_threshold",
-                                     &engine.long_prefill_token_threshold, 0}}) {
+  for (const IntField& f :
+       {IntField{"max_num_batched_tokens", &engine.max_num_batched_tokens, 1},
+        IntField{"max_num_seqs", &engine.max_num_seqs, 1},
+        IntField{"max_model_len", &engine.max_model_len, 2},
+        IntField{"long_prefill_token_threshold", &engine.long_prefill_token_threshold, 0}}) {
     PREFIXSIM_ASSIGN_OR_RETURN(auto v, doc.OptionalInt(root, "", f.key, f.min_value));
     if (v) *f.out = *v;
   }
   PREFIXSIM_ASSIGN_OR_RETURN(auto pmu, doc.OptionalInt(root, "", "prefix_match_unit", 1));
   if (pmu) engine.prefix_match_unit = static_cast<int>(*pmu);
-  for (auto [key, out] : {std::pair<std::string_view, bool*>{"enable_prefix_caching",
-                                                             &engine.enable_prefix_caching},
-                          {"enable_chunked_prefill", &engine.enable_chunked_prefill},
-                          {"disable_hybrid_kv_cache_manager",
-                           &engine.disable_hybrid_kv_cache_manager}}) {
+  for (auto [key, out] :
+       {std::pair<std::string_view, bool*>{"enable_prefix_caching", &engine.enable_prefix_caching},
+        {"enable_chunked_prefill", &engine.enable_chunked_prefill},
+        {"disable_hybrid_kv_cache_manager", &engine.disable_hybrid_kv_cache_manager}}) {
     PREFIXSIM_ASSIGN_OR_RETURN(auto v, doc.OptionalBool(root, "", key));
     if (v) *out = *v;
   }
@@ -327,8 +350,8 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
     } else if (*mode == "all") {
       engine.mamba_cache_mode = MambaCacheMode::kAll;
     } else {
-      return doc.Error("mamba_cache_mode", absl::StrCat("unknown mode '", *mode,
-                                                        "' (known: none, align, all)"));
+      return doc.Error("mamba_cache_mode",
+                       absl::StrCat("unknown mode '", *mode, "' (known: none, align, all)"));
     }
   }
   PREFIXSIM_ASSIGN_OR_RETURN(auto spec_states,
@@ -353,7 +376,8 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
   }
   PREFIXSIM_ASSIGN_OR_RETURN(auto tp, doc.OptionalInt(root, "", "tensor_parallel_size", 1));
   if (tp) engine.tensor_parallel_size = static_cast<int>(*tp);
-  PREFIXSIM_ASSIGN_OR_RETURN(auto dcp, doc.OptionalInt(root, "", "decode_context_parallel_size", 1));
+  PREFIXSIM_ASSIGN_OR_RETURN(auto dcp,
+                             doc.OptionalInt(root, "", "decode_context_parallel_size", 1));
   if (dcp) engine.decode_context_parallel_size = static_cast<int>(*dcp);
   PREFIXSIM_ASSIGN_OR_RETURN(engine.skip_page_size_padded,
                              doc.OptionalInt(root, "", "skip_page_size_padded", 1));
@@ -396,7 +420,8 @@ absl::Status ValidateEngineConfig(const EngineConfig& engine) {
       if (a.rates.size() != k) {
         return absl::InvalidArgumentError(absl::StrCat(
             "field 'speculative.acceptance.rates': per_position needs one rate per draft "
-            "position (", k, "), got ", a.rates.size()));
+            "position (",
+            k, "), got ", a.rates.size()));
       }
     } else if (a.model == "empirical") {
       double total = 0;
@@ -426,8 +451,8 @@ absl::Status ValidateEngineConfig(const EngineConfig& engine) {
         absl::StrCat("field 'replicas': ", fleet.replicas, " is not in [1, ", kMaxReplicas, "]"));
   }
   if (!(fleet.overlap_weight >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("field 'router.overlap_weight': ",
-                                                   fleet.overlap_weight, " is negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'router.overlap_weight': ", fleet.overlap_weight, " is negative"));
   }
   if (!(fleet.ttft_slo_ms > 0)) {
     return absl::InvalidArgumentError(

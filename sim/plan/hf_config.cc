@@ -1,4 +1,4 @@
-// HuggingFace config.json → ModelSpec (issue 7; DESIGN §4.2).
+// HuggingFace config.json → ModelSpec (issue 7; docs/design.md §4.2).
 //
 // Each supported family has one mapping function that turns the (text) config into the per-layer
 // list of KV specs, as vLLM builds them for that model class; a small table selects the function
@@ -6,7 +6,7 @@
 // table line.
 //
 // Conventions shared by all families:
-// * Shapes are per tensor-parallel rank (reference §2): an attention layer keeps
+// * Shapes are per tensor-parallel rank (docs/semantics.md §2): an attention layer keeps
 //   max(1, num_key_value_heads / tp) KV heads (vLLM replicates KV heads when tp exceeds them, and
 //   requires one of the two to divide the other). MLA's latent is not split by TP. Mamba-like
 //   states are split as vLLM's MambaStateShapeCalculator does (conv channels and heads / tp).
@@ -26,8 +26,8 @@
 // * Layers of the same spec are merged into one entry with a count (the planner groups by spec,
 //   not by position); target entries come first, in order of first appearance, then drafters.
 #include <algorithm>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -108,15 +108,15 @@ class HfObject {
   absl::StatusOr<std::optional<bool>> OptionalBool(std::string_view key) const {
     const Json* value = Find(key);
     if (value == nullptr) return std::optional<bool>();
-    if (!value->is_boolean()) return Error(key, absl::StrCat("expected true or false, got ",
-                                                             value->dump()));
+    if (!value->is_boolean())
+      return Error(key, absl::StrCat("expected true or false, got ", value->dump()));
     return std::optional<bool>(value->get<bool>());
   }
   absl::StatusOr<std::optional<std::string>> OptionalString(std::string_view key) const {
     const Json* value = Find(key);
     if (value == nullptr) return std::optional<std::string>();
-    if (!value->is_string()) return Error(key, absl::StrCat("expected a string, got ",
-                                                            value->dump()));
+    if (!value->is_string())
+      return Error(key, absl::StrCat("expected a string, got ", value->dump()));
     return std::optional<std::string>(value->get<std::string>());
   }
   // A list of strings; nullopt when absent. If `expected_size` >= 0 the list must have it.
@@ -167,8 +167,7 @@ struct HfContext {
 
 void Assume(const HfContext& ctx, std::string text) {
   if (ctx.assumptions == nullptr) return;
-  if (std::find(ctx.assumptions->begin(), ctx.assumptions->end(), text) ==
-      ctx.assumptions->end()) {
+  if (std::find(ctx.assumptions->begin(), ctx.assumptions->end(), text) == ctx.assumptions->end()) {
     ctx.assumptions->push_back(std::move(text));
   }
 }
@@ -200,8 +199,8 @@ absl::StatusOr<int> KvHeadsPerRank(const HfContext& ctx, int64_t total, std::str
 // vLLM's divide(): exact division by the TP size or an error naming the field.
 absl::StatusOr<int64_t> DividePerRank(const HfContext& ctx, int64_t value, std::string_view field) {
   if (value % ctx.tp != 0) {
-    return ctx.config.Error(field, absl::StrCat(value, " is not divisible by ",
-                                                "tensor_parallel_size ", ctx.tp));
+    return ctx.config.Error(
+        field, absl::StrCat(value, " is not divisible by ", "tensor_parallel_size ", ctx.tp));
   }
   return value / ctx.tp;
 }
@@ -217,8 +216,7 @@ struct AttentionShape {
 absl::StatusOr<AttentionShape> ReadAttentionShape(const HfContext& ctx,
                                                   std::optional<int64_t> default_head_dim = {}) {
   const HfObject& c = ctx.config;
-  PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> kv_heads,
-                             c.OptionalInt("num_key_value_heads"));
+  PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> kv_heads, c.OptionalInt("num_key_value_heads"));
   PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> heads, c.OptionalInt("num_attention_heads"));
   if (!kv_heads.has_value()) {
     if (!heads.has_value()) {
@@ -234,8 +232,8 @@ absl::StatusOr<AttentionShape> ReadAttentionShape(const HfContext& ctx,
   PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, c.OptionalInt("head_dim"));
   if (!head_dim.has_value() && default_head_dim.has_value()) {
     head_dim = default_head_dim;
-    Assume(ctx, absl::StrCat("field '", c.FieldName("head_dim"), "' missing: using ",
-                             *head_dim, " (the config class default)"));
+    Assume(ctx, absl::StrCat("field '", c.FieldName("head_dim"), "' missing: using ", *head_dim,
+                             " (the config class default)"));
   }
   if (!head_dim.has_value()) {
     PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> hidden, c.OptionalInt("hidden_size"));
@@ -244,9 +242,9 @@ absl::StatusOr<AttentionShape> ReadAttentionShape(const HfContext& ctx,
                      "missing (and no 'hidden_size' / 'num_attention_heads' to derive it from)");
     }
     if (*hidden % *heads != 0) {
-      return c.Error("head_dim", absl::StrCat("missing, and hidden_size ", *hidden,
-                                              " is not a multiple of num_attention_heads ",
-                                              *heads));
+      return c.Error("head_dim",
+                     absl::StrCat("missing, and hidden_size ", *hidden,
+                                  " is not a multiple of num_attention_heads ", *heads));
     }
     head_dim = *hidden / *heads;
     Assume(ctx, absl::StrCat("field '", c.FieldName("head_dim"),
@@ -254,8 +252,7 @@ absl::StatusOr<AttentionShape> ReadAttentionShape(const HfContext& ctx,
                              " (HF's default)"));
   }
   AttentionShape shape;
-  PREFIXSIM_ASSIGN_OR_RETURN(shape.kv_heads,
-                             KvHeadsPerRank(ctx, *kv_heads, "num_key_value_heads"));
+  PREFIXSIM_ASSIGN_OR_RETURN(shape.kv_heads, KvHeadsPerRank(ctx, *kv_heads, "num_key_value_heads"));
   shape.head_size = static_cast<int>(*head_dim);
   return shape;
 }
@@ -323,10 +320,10 @@ absl::StatusOr<std::vector<LayerSpec>> LayersFromLayerTypes(const HfContext& ctx
       PREFIXSIM_ASSIGN_OR_RETURN(int64_t chunk, ctx.config.Int("attention_chunk_size"));
       layers.push_back(ChunkedLayer(ctx, shape, chunk));
     } else {
-      return ctx.config.Error(
-          "layer_types", absl::StrCat("unsupported layer type '", type,
-                                      "' (known: full_attention, sliding_attention, "
-                                      "chunked_attention)"));
+      return ctx.config.Error("layer_types",
+                              absl::StrCat("unsupported layer type '", type,
+                                           "' (known: full_attention, sliding_attention, "
+                                           "chunked_attention)"));
     }
   }
   return layers;
@@ -335,7 +332,8 @@ absl::StatusOr<std::vector<LayerSpec>> LayersFromLayerTypes(const HfContext& ctx
 // Model-level sliding window, as vLLM's ModelConfig.get_sliding_window reads it: `sliding_window`
 // unless `use_sliding_window` is false.
 absl::StatusOr<std::optional<int64_t>> ModelSlidingWindow(const HfContext& ctx) {
-  PREFIXSIM_ASSIGN_OR_RETURN(std::optional<bool> use, ctx.config.OptionalBool("use_sliding_window"));
+  PREFIXSIM_ASSIGN_OR_RETURN(std::optional<bool> use,
+                             ctx.config.OptionalBool("use_sliding_window"));
   if (use.has_value() && !*use) return std::optional<int64_t>();
   return ctx.config.OptionalInt("sliding_window");
 }
@@ -433,9 +431,8 @@ absl::StatusOr<HfLayers> MapLlama4(const HfContext& ctx) {
   std::vector<int64_t> uses_rope;
   if (no_rope.has_value() && !no_rope->empty()) {
     if (static_cast<int64_t>(no_rope->size()) != n) {
-      return c.Error("no_rope_layers", absl::StrCat("has ", no_rope->size(),
-                                                    " entries, expected ", n,
-                                                    " (num_hidden_layers)"));
+      return c.Error("no_rope_layers", absl::StrCat("has ", no_rope->size(), " entries, expected ",
+                                                    n, " (num_hidden_layers)"));
     }
     uses_rope = *no_rope;
   } else {
@@ -470,8 +467,8 @@ absl::StatusOr<int> StateDtypeBytes(const HfContext& ctx, std::string_view key,
                                     const std::string& name) {
   if (name == "float32") return 4;
   if (name == "bfloat16" || name == "float16") return 2;
-  return ctx.config.Error(key, absl::StrCat("unknown dtype '", name,
-                                            "' (known: float32, bfloat16, float16)"));
+  return ctx.config.Error(
+      key, absl::StrCat("unknown dtype '", name, "' (known: float32, bfloat16, float16)"));
 }
 
 // Qwen3-Next / Qwen3.5: gated delta net (linear attention) layers with a full-attention layer
@@ -550,8 +547,8 @@ absl::StatusOr<HfLayers> MapKimiLinear(const HfContext& ctx) {
   PREFIXSIM_ASSIGN_OR_RETURN(auto full_layers, lin.OptionalIntList("full_attn_layers"));
   if (!full_layers.has_value()) return lin.Missing("full_attn_layers");
   PREFIXSIM_ASSIGN_OR_RETURN(auto kda_layers, lin.OptionalIntList("kda_layers"));
-  PREFIXSIM_ASSIGN_OR_RETURN(int64_t conv_dim,
-                             DividePerRank(ctx, 3 * heads * head_dim, "linear_attn_config.num_heads"));
+  PREFIXSIM_ASSIGN_OR_RETURN(
+      int64_t conv_dim, DividePerRank(ctx, 3 * heads * head_dim, "linear_attn_config.num_heads"));
   PREFIXSIM_ASSIGN_OR_RETURN(int64_t heads_per_rank,
                              DividePerRank(ctx, heads, "linear_attn_config.num_heads"));
   const int64_t state_bytes = (conv_kernel - 1) * conv_dim * ctx.model_dtype_bytes +
@@ -598,11 +595,13 @@ const std::vector<Family>& Families() {
        MapDense},
       {{"gpt_oss"}, {"GptOssForCausalLM"}, MapGptOss},
       {{"gemma2"}, {"Gemma2ForCausalLM"}, MapGemma2},
-      {{"gemma3", "gemma3_text"}, {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"},
+      {{"gemma3", "gemma3_text"},
+       {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"},
        MapGemma3,
        R"({"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
            "sliding_window": 4096, "sliding_window_pattern": 6})"},
-      {{"llama4", "llama4_text"}, {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"},
+      {{"llama4", "llama4_text"},
+       {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"},
        MapLlama4},
       {{"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"},
        {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"},
@@ -716,8 +715,8 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
   }
   const int tp = options.tensor_parallel_size.value_or(1);
   if (tp < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        AbslView(source), ": tensor_parallel_size must be at least 1, got ", tp));
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(source), ": tensor_parallel_size must be at least 1, got ", tp));
   }
 
   // Multimodal wrappers (Gemma 3, Llama 4, Qwen3.5, Kimi-K2.5) nest the language model in
@@ -742,11 +741,12 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
     family = FindByArchitecture(archs[i]);
   }
   if (family == nullptr) {
-    std::string what = outer_type.empty() && inner_type.empty()
-                           ? std::string("no model_type")
-                           : absl::StrCat("model_type '", inner_type.empty() ? outer_type
-                                                                             : inner_type, "'");
-    if (!archs.empty()) absl::StrAppend(&what, ", architectures [", absl::StrJoin(archs, ", "), "]");
+    std::string what =
+        outer_type.empty() && inner_type.empty()
+            ? std::string("no model_type")
+            : absl::StrCat("model_type '", inner_type.empty() ? outer_type : inner_type, "'");
+    if (!archs.empty())
+      absl::StrAppend(&what, ", architectures [", absl::StrJoin(archs, ", "), "]");
     return absl::InvalidArgumentError(
         absl::StrCat(AbslView(source), ": unsupported HuggingFace architecture (", what,
                      "); supported model_type values: ", SupportedList()));
@@ -761,9 +761,9 @@ absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view
     for (auto it = defaults.begin(); it != defaults.end(); ++it) {
       if (!with_defaults.contains(it.key())) {
         with_defaults[it.key()] = it.value();
-        assumptions.push_back(absl::StrCat(
-            "field '", path.empty() ? it.key() : absl::StrCat(path, ".", it.key()),
-            "' missing: using the config class default ", it.value().dump()));
+        assumptions.push_back(
+            absl::StrCat("field '", path.empty() ? it.key() : absl::StrCat(path, ".", it.key()),
+                         "' missing: using the config class default ", it.value().dump()));
       }
     }
     text_config = &with_defaults;

@@ -125,7 +125,8 @@ absl::StatusOr<JsonConfig> JsonConfig::Parse(std::string_view text, std::string_
     // nlohmann's message starts with "[json.exception.parse_error.101] parse error at ..."
     auto pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
-    return absl::InvalidArgumentError(absl::StrCat(AbslView(source), ":", line, ": invalid JSON: ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(source), ":", line, ": invalid JSON: ", what));
   } catch (const nlohmann::json::exception& e) {
     // Not a syntax error but still bad input, e.g. a number too large for a double
     // ("[json.exception.out_of_range.406] number overflow parsing '1e999'").
@@ -150,8 +151,8 @@ int JsonConfig::LineOf(std::string_view path) const {
 }
 
 absl::Status JsonConfig::Error(std::string_view path, std::string_view message) const {
-  return absl::InvalidArgumentError(
-      absl::StrCat(source_, ":", LineOf(path), ": field '", AbslView(path), "': ", AbslView(message)));
+  return absl::InvalidArgumentError(absl::StrCat(source_, ":", LineOf(path), ": field '",
+                                                 AbslView(path), "': ", AbslView(message)));
 }
 
 absl::StatusOr<std::optional<int64_t>> JsonConfig::OptionalInt(const nlohmann::json& object,
@@ -230,8 +231,9 @@ absl::StatusOr<std::optional<bool>> JsonConfig::OptionalBool(const nlohmann::jso
   return std::optional<bool>(it->get<bool>());
 }
 
-absl::StatusOr<std::optional<std::string>> JsonConfig::OptionalString(
-    const nlohmann::json& object, std::string_view object_path, std::string_view key) const {
+absl::StatusOr<std::optional<std::string>> JsonConfig::OptionalString(const nlohmann::json& object,
+                                                                      std::string_view object_path,
+                                                                      std::string_view key) const {
   auto it = object.find(std::string(key));
   if (it == object.end() || it->is_null()) return std::optional<std::string>();
   if (!it->is_string()) {
@@ -286,7 +288,8 @@ absl::StatusOr<std::string> ResolvePresetPath(std::string_view path_or_preset,
   if (path_or_preset.find('/') == std::string_view::npos &&
       path_or_preset.find(".json") == std::string_view::npos) {
     for (const auto& root : PresetRoots()) {
-      fs::path candidate = root / std::string(kind) / absl::StrCat(AbslView(path_or_preset), ".json");
+      fs::path candidate =
+          root / std::string(kind) / absl::StrCat(AbslView(path_or_preset), ".json");
       if (fs::is_regular_file(candidate, ec)) return candidate.string();
     }
     const std::vector<std::string> presets = PresetNames(kind);

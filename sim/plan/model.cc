@@ -43,9 +43,9 @@ absl::StatusOr<LayerSpec> ParseLayer(const JsonConfig& doc, const nlohmann::json
   if (!kind_name) return doc.Error(JsonConfig::Join(path, "kind"), "missing");
   auto kind = ParseLayerKind(*kind_name);
   if (!kind) {
-    return doc.Error(JsonConfig::Join(path, "kind"),
-                     absl::StrCat("unknown layer kind '", *kind_name, "' (known: ", KindList(),
-                                  ")"));
+    return doc.Error(
+        JsonConfig::Join(path, "kind"),
+        absl::StrCat("unknown layer kind '", *kind_name, "' (known: ", KindList(), ")"));
   }
   spec.kind = *kind;
   PREFIXSIM_ASSIGN_OR_RETURN(spec.count, doc.RequiredInt(layer, path, "count", 1));
@@ -55,8 +55,9 @@ absl::StatusOr<LayerSpec> ParseLayer(const JsonConfig& doc, const nlohmann::json
   if (dtype_name) {
     auto dtype = ParseKvDtype(*dtype_name);
     if (!dtype) {
-      return doc.Error(JsonConfig::Join(path, "kv_dtype"),
-                       absl::StrCat("unknown dtype '", *dtype_name, "' (known: bf16, fp16, fp8, fp32)"));
+      return doc.Error(
+          JsonConfig::Join(path, "kv_dtype"),
+          absl::StrCat("unknown dtype '", *dtype_name, "' (known: bf16, fp16, fp8, fp32)"));
     }
     spec.kv_dtype = *dtype;
   }
@@ -75,8 +76,8 @@ absl::StatusOr<LayerSpec> ParseLayer(const JsonConfig& doc, const nlohmann::json
   for (const auto& [key, kind] : kOnlyFor) {
     if (layer.contains(std::string(key)) && spec.kind != kind) {
       return doc.Error(JsonConfig::Join(path, key),
-                       absl::StrCat("applies only to ", AbslView(LayerKindName(kind)), " layers, not ",
-                                    AbslView(LayerKindName(spec.kind))));
+                       absl::StrCat("applies only to ", AbslView(LayerKindName(kind)),
+                                    " layers, not ", AbslView(LayerKindName(spec.kind))));
     }
   }
   if (spec.kind == LayerKind::kMamba) {
@@ -93,8 +94,8 @@ absl::StatusOr<LayerSpec> ParseLayer(const JsonConfig& doc, const nlohmann::json
   spec.bytes_per_token_override = bpt.value_or(0);
   const bool mla = spec.kind == LayerKind::kMla;
   // A shape field the layer's form does not read would be silently ignored: refuse it.
-  for (std::string_view key : {"num_kv_heads", "head_size", "head_size_v", "kv_lora_rank",
-                               "qk_rope_head_dim"}) {
+  for (std::string_view key :
+       {"num_kv_heads", "head_size", "head_size_v", "kv_lora_rank", "qk_rope_head_dim"}) {
     if (!layer.contains(std::string(key))) continue;
     const bool mla_key = key == "kv_lora_rank" || key == "qk_rope_head_dim";
     if (bpt) {
@@ -110,7 +111,8 @@ absl::StatusOr<LayerSpec> ParseLayer(const JsonConfig& doc, const nlohmann::json
   }
   if (mla) {
     if (!bpt) {
-      PREFIXSIM_ASSIGN_OR_RETURN(spec.kv_lora_rank, doc.RequiredInt(layer, path, "kv_lora_rank", 1));
+      PREFIXSIM_ASSIGN_OR_RETURN(spec.kv_lora_rank,
+                                 doc.RequiredInt(layer, path, "kv_lora_rank", 1));
       PREFIXSIM_ASSIGN_OR_RETURN(spec.qk_rope_head_dim,
                                  doc.RequiredInt(layer, path, "qk_rope_head_dim", 0));
     }
@@ -145,8 +147,8 @@ absl::StatusOr<int> KvHeadsPerRankOrError(int64_t total, int tp, std::string_vie
 
 // Turns the file's shapes (per rank at the model's own tensor_parallel_size) into per-rank
 // shapes at `options`' tensor_parallel_size, and applies the kv_cache_dtype override; the rules
-// are vLLM's page sizing per spec kind (reference §2.1, docs/planner.md). `error(i, field, msg)`
-// names layers[i].field of the file.
+// are vLLM's page sizing per spec kind (docs/semantics.md §2.1, docs/planner.md). `error(i, field,
+// msg)` names layers[i].field of the file.
 template <typename ErrorFn>
 absl::Status ApplyLoadOptions(ModelSpec& model, const ModelLoadOptions& options,
                               const ErrorFn& error) {
@@ -158,9 +160,8 @@ absl::Status ApplyLoadOptions(ModelSpec& model, const ModelLoadOptions& options,
   }
   if (from != to && from > 1) {
     model.assumptions.push_back(absl::StrCat(
-        "the model's shapes are per rank at tensor_parallel_size ", from,
-        "; re-derived for ", to, " assuming its KV heads and states were split over ", from,
-        " ranks, not replicated"));
+        "the model's shapes are per rank at tensor_parallel_size ", from, "; re-derived for ", to,
+        " assuming its KV heads and states were split over ", from, " ranks, not replicated"));
   }
   for (size_t i = 0; i < model.layers.size(); ++i) {
     LayerSpec& layer = model.layers[i];
@@ -173,9 +174,10 @@ absl::Status ApplyLoadOptions(ModelSpec& model, const ModelLoadOptions& options,
           const int64_t heads = int64_t{layer.num_heads} * from;
           if (heads % to != 0) {
             return error(i, "num_heads",
-                         absl::StrCat(heads, " state heads cannot be split over "
-                                      "tensor_parallel_size ", to,
-                                      " (vLLM divides mamba heads exactly)"));
+                         absl::StrCat(heads,
+                                      " state heads cannot be split over "
+                                      "tensor_parallel_size ",
+                                      to, " (vLLM divides mamba heads exactly)"));
           }
           layer.num_heads = static_cast<int>(heads / to);
         } else if (to > 1) {
@@ -187,8 +189,10 @@ absl::Status ApplyLoadOptions(ModelSpec& model, const ModelLoadOptions& options,
         }
         if (total % to != 0) {
           return error(i, "state_bytes",
-                       absl::StrCat("a state of ", total, " bytes cannot be split over "
-                                    "tensor_parallel_size ", to));
+                       absl::StrCat("a state of ", total,
+                                    " bytes cannot be split over "
+                                    "tensor_parallel_size ",
+                                    to));
         }
         layer.state_bytes = total / to;
       } else if (layer.kind != LayerKind::kMla) {
@@ -223,12 +227,13 @@ absl::Status ApplyLoadOptions(ModelSpec& model, const ModelLoadOptions& options,
 
 const std::vector<ConfigObjectFields>& ModelJsonFields() {
   static const auto* fields = new std::vector<ConfigObjectFields>{
-      {"", {"name", "active_params", "active_params_source", "tensor_parallel_size", "layers",
-            "description", "notes", "source"}},
-      {"layers[]", {"kind", "count", "num_kv_heads", "head_size", "head_size_v", "kv_lora_rank",
-                    "qk_rope_head_dim", "bytes_per_token", "sliding_window",
-                    "attention_chunk_size", "state_bytes", "num_heads", "kv_dtype", "drafter",
-                    "description"}},
+      {"",
+       {"name", "active_params", "active_params_source", "tensor_parallel_size", "layers",
+        "description", "notes", "source"}},
+      {"layers[]",
+       {"kind", "count", "num_kv_heads", "head_size", "head_size_v", "kv_lora_rank",
+        "qk_rope_head_dim", "bytes_per_token", "sliding_window", "attention_chunk_size",
+        "state_bytes", "num_heads", "kv_dtype", "drafter", "description"}},
   };
   return *fields;
 }
@@ -283,7 +288,7 @@ int64_t LayerSpec::BytesPerToken() const {
   if (bytes_per_token_override > 0) return bytes_per_token_override;
   const int64_t element = KvDtypeBytes(kv_dtype);
   if (kind == LayerKind::kMla) {
-    // One latent tensor (no separate V): reference §2.1.
+    // One latent tensor (no separate V): docs/semantics.md §2.1.
     return static_cast<int64_t>(kv_lora_rank + qk_rope_head_dim) * element;
   }
   const int64_t v = head_size_v > 0 ? head_size_v : head_size;

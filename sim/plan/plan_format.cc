@@ -52,20 +52,19 @@ nlohmann::ordered_json KvPlanToJson(const KvPlan& plan) {
 }
 
 std::string FormatKvPlan(const KvPlan& plan) {
-  std::string out = absl::StrFormat(
-      "policy %s   primary block size %d   group size %d   %d KV cache groups\n\n", plan.policy,
-      plan.primary_block_size, plan.group_size, plan.groups.size());
+  std::string out =
+      absl::StrFormat("policy %s   primary block size %d   group size %d   %d KV cache groups\n\n",
+                      plan.policy, plan.primary_block_size, plan.group_size, plan.groups.size());
   absl::StrAppendFormat(&out, "  %-15s %6s %7s %5s %8s %7s %7s %12s %12s %7s\n", "kind", "groups",
-                        "layers", "pad", "drafter", "block", "kernel", "page_bytes",
-                        "padding", "waste");
+                        "layers", "pad", "drafter", "block", "kernel", "page_bytes", "padding",
+                        "waste");
   // Consecutive groups of one spec print as one row.
   for (size_t i = 0; i < plan.groups.size();) {
     const KvGroup& g = plan.groups[i];
     size_t j = i;
     int layers = 0, padding_layers = 0, drafter_layers = 0;
     while (j < plan.groups.size() && plan.groups[j].kind == g.kind &&
-           plan.groups[j].block_size == g.block_size &&
-           plan.groups[j].page_bytes == g.page_bytes &&
+           plan.groups[j].block_size == g.block_size && plan.groups[j].page_bytes == g.page_bytes &&
            plan.groups[j].drafter() == g.drafter()) {
       layers += plan.groups[j].num_layers;
       padding_layers += plan.groups[j].num_padding_layers;

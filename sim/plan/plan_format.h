@@ -1,4 +1,4 @@
-// The KvPlan as JSON (DESIGN §4.5 kv_plan) and as a readable table.
+// The KvPlan as JSON (docs/design.md §4.5 kv_plan) and as a readable table.
 #ifndef PREFIXSIM_SIM_PLAN_PLAN_FORMAT_H_
 #define PREFIXSIM_SIM_PLAN_PLAN_FORMAT_H_
 
@@ -10,7 +10,8 @@
 namespace prefixsim {
 
 nlohmann::ordered_json KvPlanToJson(const KvPlan& plan);
-// The startup memory check (reference §1, §6.4): {performed, ok, message, max_fitting_model_len}.
+// The startup memory check (docs/semantics.md §1, §6.4): {performed, ok, message,
+// max_fitting_model_len}.
 nlohmann::ordered_json StartupCheckToJson(const StartupCheck& check);
 std::string FormatKvPlan(const KvPlan& plan);
 

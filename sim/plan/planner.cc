@@ -1,6 +1,7 @@
 // The KV planner: ModelSpec + EngineConfig + block-size policy -> KvPlan, following vLLM's startup
-// pipeline (reference §1): primary block size (§4), per-layer specs with the SWA policy (§5),
-// grouping (§6), memory (§6.4) and the scheduler/hash granularities (§7). Pure: no engine state.
+// pipeline (docs/semantics.md §1): primary block size (§4), per-layer specs with the SWA policy
+// (§5), grouping (§6), memory (§6.4) and the scheduler/hash granularities (§7). Pure: no engine
+// state.
 #include <algorithm>
 #include <numeric>
 
@@ -32,7 +33,7 @@ struct LayerKv {
   int64_t RealPageAt(int64_t block) const {
     return kind == LayerKind::kMamba ? state_bytes : block * per_token_bytes;
   }
-  // The identity vLLM buckets layers by (spec equality, reference §6.3).
+  // The identity vLLM buckets layers by (spec equality, docs/semantics.md §6.3).
   auto SpecKey() const {
     return std::make_tuple(static_cast<int>(kind), block_size, page, real_page, sliding_window,
                            attention_chunk_size, per_token_bytes);
@@ -66,14 +67,14 @@ bool IsUniformType(const std::vector<LayerKv>& layers) {
 
 // Reference §3.2 select_common_block_size: the kernel block a group block is split into.
 absl::StatusOr<int> SelectKernelBlockSize(const AttentionBackend& backend, int64_t block_size,
-                                    bool padded) {
+                                          bool padded) {
   for (const auto& s : backend.kernel_block_sizes) {
     if (s.Accepts(block_size)) return static_cast<int>(block_size);
   }
   if (padded) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend ", backend.name, " cannot run block size ", block_size,
-        " unsplit, and padded KV pages do not support kernel block splitting"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend ", backend.name, " cannot run block size ", block_size,
+                     " unsplit, and padded KV pages do not support kernel block splitting"));
   }
   std::vector<int> ints;
   for (const auto& s : backend.kernel_block_sizes) {
@@ -84,8 +85,7 @@ absl::StatusOr<int> SelectKernelBlockSize(const AttentionBackend& backend, int64
     if (block_size % size == 0) return size;
   }
   return absl::InvalidArgumentError(absl::StrCat("no common block size: backend ", backend.name,
-                                                 " has no kernel block that divides ",
-                                                 block_size));
+                                                 " has no kernel block that divides ", block_size));
 }
 
 // Reference §2.3: pages one request of max_model_len holds in a group of this spec.
@@ -138,7 +138,8 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   }
   auto bad = [&](std::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat(model.source.empty() ? model.name : model.source,
-                                                   " with ", engine.source, ": ", AbslView(message)));
+                                                   " with ", engine.source, ": ",
+                                                   AbslView(message)));
   };
   // Shapes are per rank for the tensor_parallel_size and kv_cache_dtype the model was loaded with
   // (LoadModel's options); planning them for other values would silently ignore the engine's.
@@ -152,9 +153,8 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
     auto name = [](const std::optional<KvDtype>& d) {
       return d ? std::string(KvDtypeName(*d)) : std::string("auto");
     };
-    return bad(absl::StrCat("the model was loaded with kv_cache_dtype ",
-                            name(model.kv_cache_dtype), " but the engine has ",
-                            name(engine.kv_cache_dtype),
+    return bad(absl::StrCat("the model was loaded with kv_cache_dtype ", name(model.kv_cache_dtype),
+                            " but the engine has ", name(engine.kv_cache_dtype),
                             ": load the model with the engine's kv_cache_dtype"));
   }
   KvPlan plan;
@@ -201,8 +201,8 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   const AttentionBackend& primary_backend = engine.BackendFor(primary->kind);
 
   // §4: the primary block size.
-  int64_t block_size = engine.block_size.value_or(
-      mamba_state_bytes > 0 ? 16 : primary_backend.preferred_block_size);
+  int64_t block_size =
+      engine.block_size.value_or(mamba_state_bytes > 0 ? 16 : primary_backend.preferred_block_size);
   int64_t mamba_page_padded = 0;
   if (mamba_state_bytes > 0) {
     const int64_t a1 = primary->BytesPerToken();
@@ -311,7 +311,7 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
         return bad(absl::StrFormat(
             "page sizes cannot be unified: the largest page is %d bytes and an MLA page of a "
             "smaller size neither divides it nor can be padded (padding only for non-MLA "
-            "attention; reference §6.2)",
+            "attention; docs/semantics.md §6.2)",
             max_page));
       }
       for (LayerKv& l : layers) {
@@ -330,9 +330,8 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
       // §6.3: bucket by spec (in order of first appearance), group_size with the 1.5 rule.
       std::vector<std::vector<const LayerKv*>> buckets;
       for (const LayerKv& l : unified) {
-        auto it = std::find_if(buckets.begin(), buckets.end(), [&](const auto& b) {
-          return b.front()->SpecKey() == l.SpecKey();
-        });
+        auto it = std::find_if(buckets.begin(), buckets.end(),
+                               [&](const auto& b) { return b.front()->SpecKey() == l.SpecKey(); });
         if (it == buckets.end()) {
           buckets.push_back({&l});
         } else {
@@ -386,7 +385,8 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
       g.kernel_block_size = g.block_size;
       continue;
     }
-    auto kernel = SelectKernelBlockSize(engine.BackendFor(g.kind), g.block_size, g.padding_bytes > 0);
+    auto kernel =
+        SelectKernelBlockSize(engine.BackendFor(g.kind), g.block_size, g.padding_bytes > 0);
     if (!kernel.ok()) return bad(StdView(kernel.status().message()));
     g.kernel_block_size = *kernel;
   }
@@ -470,8 +470,8 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
         for (const KvGroup& g : plan.groups) {
           if (g.prefix_cacheable && effective(g) % h != 0) {
             return bad(absl::StrCat("field 'prefix_match_unit': invalid prefix_match_unit=", h,
-                                    ": it must divide every group's block size, and ",
-                                    effective(g), " is not a multiple"));
+                                    ": it must divide every group's block size, and ", effective(g),
+                                    " is not a multiple"));
           }
         }
       }
@@ -517,9 +517,10 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   }
   for (const KvGroup& g : plan.groups) {
     if (g.padding_bytes * 10 > g.page_bytes) {
-      plan.warnings.push_back(absl::StrFormat(
-          "%s group pages are padded by %d bytes (%.1f%% of each page)", AbslView(LayerKindName(g.kind)),
-          g.padding_bytes, 100.0 * g.padding_bytes / g.page_bytes));
+      plan.warnings.push_back(
+          absl::StrFormat("%s group pages are padded by %d bytes (%.1f%% of each page)",
+                          AbslView(LayerKindName(g.kind)), g.padding_bytes,
+                          100.0 * g.padding_bytes / g.page_bytes));
       break;
     }
   }

@@ -1,4 +1,4 @@
-// Reports of a replay (DESIGN §4.5): the readable terminal summary, the JSON summary, the
+// Reports of a replay (docs/design.md §4.5): the readable terminal summary, the JSON summary, the
 // per-request CSV, and the side-by-side comparison of several policies (text, JSON, HTML).
 #ifndef PREFIXSIM_SIM_REPORT_REPORT_H_
 #define PREFIXSIM_SIM_REPORT_REPORT_H_
@@ -29,7 +29,7 @@ struct PlanWaste {
 };
 PlanWaste ComputePlanWaste(const KvPlan& plan);
 
-// The replay JSON summary (DESIGN §4.5).
+// The replay JSON summary (docs/design.md §4.5).
 nlohmann::ordered_json ReplayResultToJson(const ReplayResult& result,
                                           const ReportOptions& options = {});
 // The readable summary printed by `prefixsim replay`.
@@ -41,7 +41,7 @@ std::string OverloadWarning(const ReplayResult& result);
 
 std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_time = true);
 // One row per request: id, arrival, prompt tokens, hit tokens, loss to alignment, TTFT,
-// end-to-end, preemptions (DESIGN §4.5), plus output tokens and why a request was skipped.
+// end-to-end, preemptions (docs/design.md §4.5), plus output tokens and why a request was skipped.
 void WriteRequestsCsv(const ReplayResult& result, std::ostream& out);
 // The same, a row at a time (streamed as requests finish); `fleet` adds the replica column.
 void WriteRequestsCsvHeader(bool fleet, std::ostream& out);

@@ -38,10 +38,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
   PREFIXSIM_CHECK(config_.max_num_seqs > 0);
 }
 
-// vLLM's _mamba_block_aligned_split (reference §11; docs/semantics.md "Mamba-aligned prefill
-// split"): in align mode a mamba state is written only where a step ends, so during a prefill
-// (including the re-prefill of a resumed request) a chunk that does not finish the prefill ends
-// on a block boundary, and a chunk stops early at the first of these positions strictly inside
+// vLLM's _mamba_block_aligned_split (docs/semantics.md §11; docs/semantics.md "Mamba-aligned
+// prefill split"): in align mode a mamba state is written only where a step ends, so during a
+// prefill (including the re-prefill of a resumed request) a chunk that does not finish the prefill
+// ends on a block boundary, and a chunk stops early at the first of these positions strictly inside
 // it: the next block boundary (a chunk starting inside a block), the last cacheable position,
 // the prompt's last hash boundary (partial hits), and the shared-prefix junction (block-floored),
 // so that the states there are cached. Uses the mamba group's block size (vLLM issue #54076).
@@ -68,8 +68,7 @@ int64_t MambaAlignedPrefillSplit(const SchedulerConfig& config, const SimRequest
   const int64_t stops[] = {
       start % b != 0 ? (start / b + 1) * b : 0,
       last_cache_position,
-      last_cache_position < tail_boundary && tail_boundary < req.prompt_tokens ? tail_boundary
-                                                                               : 0,
+      last_cache_position < tail_boundary && tail_boundary < req.prompt_tokens ? tail_boundary : 0,
       // A junction inside a block has no state of its own: the stop is the block before it.
       start < junction && junction < end ? start + (junction - start) / b * b : 0,
   };
@@ -173,7 +172,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     waiting_.pop_front();
     waiting_tokens_ -= req->num_tokens;
     running_.push_back(req);
-    // Statistics only for admitted requests (newest vLLM, reference §11/§12).
+    // Statistics only for admitted requests (newest vLLM, docs/semantics.md §11/§12).
     if (config_.enable_prefix_caching) {
       const bool was_preempted = req->num_preemptions > 0;
       RecordPrefixLookup(&counters_.prefix_cache, was_preempted, req->num_tokens, computed);

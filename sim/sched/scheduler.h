@@ -1,6 +1,6 @@
-// The continuous-batching scheduler of vLLM v1 (reference §11): every step, RUNNING requests
-// first (decode = 1 + drafts, or the next prefill chunk), then WAITING ones (prefix lookup at
-// admission, chunked prefill), under a token budget and max_num_seqs. When the KV cache cannot
+// The continuous-batching scheduler of vLLM v1 (docs/semantics.md §11): every step, RUNNING
+// requests first (decode = 1 + drafts, or the next prefill chunk), then WAITING ones (prefix lookup
+// at admission, chunked prefill), under a token budget and max_num_seqs. When the KV cache cannot
 // take a running request's tokens it preempts by recomputation: the last running request is
 // freed, reset to zero and pushed to the front of the waiting queue (FCFS victim policy).
 #ifndef PREFIXSIM_SIM_SCHED_SCHEDULER_H_
@@ -64,10 +64,11 @@ struct SchedulerConfig {
   int64_t long_prefill_token_threshold = 0;
   bool enable_chunked_prefill = true;
   bool enable_prefix_caching = true;
-  // Lookahead slots reserved for drafts per step of a running request (reference §11 L_ahead).
+  // Lookahead slots reserved for drafts per step of a running request (docs/semantics.md §11
+  // L_ahead).
   int64_t num_lookahead_tokens = 0;
-  // Block size for mamba-aligned prefill splits (the mamba group's block size, reference §11 and
-  // issue #54076); 0 = no split (no align-mode mamba group or no prefix caching).
+  // Block size for mamba-aligned prefill splits (the mamba group's block size, docs/semantics.md
+  // §11 and issue #54076); 0 = no split (no align-mode mamba group or no prefix caching).
   int64_t mamba_align_block_size = 0;
   bool use_eagle = false;  // the last cacheable mamba position moves back one block
   // Fine-grained (partial) hits with a mamba group: a prefill also stops at the prompt's last

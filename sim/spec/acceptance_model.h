@@ -1,6 +1,6 @@
 // Acceptance models for speculative decoding: how many of the drafts scheduled in one
-// verification step the target model accepts (reference §11 "Speculative decoding"). A model is
-// one file in sim/spec/ plus one registration line in sim/spec/acceptance_registry.cc.
+// verification step the target model accepts (docs/semantics.md §11 "Speculative decoding"). A
+// model is one file in sim/spec/ plus one registration line in sim/spec/acceptance_registry.cc.
 #ifndef PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
 #define PREFIXSIM_SIM_SPEC_ACCEPTANCE_MODEL_H_
 

@@ -59,9 +59,9 @@ class ReadAheadReader : public TraceReader {
  private:
   struct Batch {
     std::vector<Request> requests;
-    bool last = false;            // the end or an error follows the requests
-    absl::Status status;          // of the last batch: OK at the end, else the error
-    TraceReadStats stats;         // of the last batch: the inner reader's
+    bool last = false;     // the end or an error follows the requests
+    absl::Status status;   // of the last batch: OK at the end, else the error
+    TraceReadStats stats;  // of the last batch: the inner reader's
   };
 
   void Produce() {

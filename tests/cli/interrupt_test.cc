@@ -189,10 +189,10 @@ TEST_F(InterruptTest, ReplayStopsOnSigtermToo) {
 TEST_F(InterruptTest, CompareStopsEveryPolicy) {
   const fs::path d = NewDir("compare");
   const fs::path out = d / "out";
-  const pid_t pid = Spawn({"compare", "--trace", *trace_, "--model", "kimi-k3-like", "--engine",
-                           "kimi-k3-dspark", "--policies", "old,new", "--no-progress", "--json",
-                           (out / "c.json").string()},
-                          d);
+  const pid_t pid =
+      Spawn({"compare", "--trace", *trace_, "--model", "kimi-k3-like", "--engine", "kimi-k3-dspark",
+             "--policies", "old,new", "--no-progress", "--json", (out / "c.json").string()},
+            d);
   ASSERT_GT(pid, 0);
   // Nothing is written before the end: give it time to be well into the replays.
   std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -212,21 +212,22 @@ TEST_F(InterruptTest, SweepKeepsFinishedPointsOnly) {
   const fs::path out = d / "out";
   const std::string sample = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_chat.jsonl";
   const fs::path grid = d / "grid.json";
-  std::ofstream(grid) << Json{
-      {"name", "interrupt"},
-      {"base", {{"seed", 0}, {"model", "kimi-k3-like"}, {"engine", "kimi-k3-dspark"}}},
-      {"grids",
-       Json::array({Json{{"base", {{"trace", sample}}}, {"axes", {{"policy", {"old", "new"}}}}},
+  std::ofstream(grid)
+      << Json{{"name", "interrupt"},
+              {"base", {{"seed", 0}, {"model", "kimi-k3-like"}, {"engine", "kimi-k3-dspark"}}},
+              {"grids",
+               Json::array(
+                   {Json{{"base", {{"trace", sample}}}, {"axes", {{"policy", {"old", "new"}}}}},
                     Json{{"base", {{"trace", *trace_}}}, {"axes", {{"policy", {"old", "new"}}}}}})}}
-                             .dump();
-  const pid_t pid = Spawn({"sweep", "--grid", grid.string(), "--out", out.string(), "--jobs", "1",
-                           "--no-wall-time"},
-                          d);
+             .dump();
+  const pid_t pid = Spawn(
+      {"sweep", "--grid", grid.string(), "--out", out.string(), "--jobs", "1", "--no-wall-time"},
+      d);
   ASSERT_GT(pid, 0);
   // The two sample points finish in seconds; the third is then running.
   const fs::path points = out / "points";
-  ASSERT_TRUE(WaitFor(
-      [&] { return fs::is_directory(points) && FilesIn(points).size() >= 2; }, 120));
+  ASSERT_TRUE(
+      WaitFor([&] { return fs::is_directory(points) && FilesIn(points).size() >= 2; }, 120));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ASSERT_TRUE(Running(pid)) << "finished before the signal: make the trace longer";
   ASSERT_EQ(kill(pid, SIGINT), 0);

@@ -109,8 +109,8 @@ class ReadmeCommandsTest : public ::testing::Test {
   void SetUp() override {
     commands_ = ReadmeCommands(std::string(PREFIXSIM_SOURCE_DIR) + "/README.md");
     ASSERT_GE(commands_.size(), 5u) << "the README's commands were not found";
-    scratch_ = std::filesystem::temp_directory_path() /
-               absl::StrCat("prefixsim_readme_", ::getpid());
+    scratch_ =
+        std::filesystem::temp_directory_path() / absl::StrCat("prefixsim_readme_", ::getpid());
     std::filesystem::create_directories(scratch_);
   }
   void TearDown() override { std::filesystem::remove_all(scratch_); }
@@ -146,9 +146,9 @@ TEST_F(ReadmeCommandsTest, SessionsPrintWhatTheReadmeShows) {
     for (const std::string& want : c.expected) {
       if (want == "...") continue;
       while (at < actual.size() && actual[at] != want) ++at;
-      EXPECT_LT(at, actual.size()) << "README line not printed (in this order): '" << want
-                                   << "'\nactual output:\n"
-                                   << output;
+      EXPECT_LT(at, actual.size())
+          << "README line not printed (in this order): '" << want << "'\nactual output:\n"
+          << output;
       if (at >= actual.size()) break;
       ++at;
     }
@@ -174,8 +174,7 @@ TEST_F(ReadmeCommandsTest, EveryOtherCommandRunsOrIsListedWithAReason) {
                        "reason";
       continue;
     }
-    std::printf("not run: README.md:%d: %s (%s)\n", c.line, c.text.c_str(),
-                reason->second.c_str());
+    std::printf("not run: README.md:%d: %s (%s)\n", c.line, c.text.c_str(), reason->second.c_str());
   }
   EXPECT_GE(ran, 2);
 }

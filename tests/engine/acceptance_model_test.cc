@@ -1,4 +1,4 @@
-// Acceptance models of speculative decoding (reference §11 "Speculative decoding"): every
+// Acceptance models of speculative decoding (docs/semantics.md §11 "Speculative decoding"): every
 // registered model, the statistics of each, and the configuration errors.
 #include "sim/spec/acceptance_model.h"
 
@@ -132,9 +132,19 @@ TEST(AcceptanceTest, UniformDoubleInUnitInterval) {
 // the same stream (the seeded results of every replay depend on it), including the rates at and
 // next to the representable edges of 53-bit uniforms.
 TEST(AcceptanceTest, BernoulliThresholdMatchesUniformDoubleComparison) {
-  std::vector<double> rates = {0.0, 1.0, 0.5, 0.8, 0.6, 0.4, 1.0 / 3.0, 0x1.0p-53, 0x1.8p-53,
-                               std::nextafter(1.0, 0.0), std::nextafter(0.5, 1.0),
-                               std::nextafter(0.5, 0.0), 1e-300};
+  std::vector<double> rates = {0.0,
+                               1.0,
+                               0.5,
+                               0.8,
+                               0.6,
+                               0.4,
+                               1.0 / 3.0,
+                               0x1.0p-53,
+                               0x1.8p-53,
+                               std::nextafter(1.0, 0.0),
+                               std::nextafter(0.5, 1.0),
+                               std::nextafter(0.5, 0.0),
+                               1e-300};
   Mt19937_64 pick(11);
   for (int i = 0; i < 200; ++i) rates.push_back(UniformDouble(pick));
   for (double p : rates) {

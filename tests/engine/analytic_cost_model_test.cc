@@ -123,8 +123,8 @@ TEST(AnalyticCostModelTest, ClassSumsEqualTheFormulaLayerByLayer) {
           continue;
         }
         const int64_t window = l.kind == LayerKind::kSlidingWindow ? l.sliding_window : 0;
-        const double v = static_cast<double>(
-            window > 0 ? std::min(s.context_tokens, window) : s.context_tokens);
+        const double v =
+            static_cast<double>(window > 0 ? std::min(s.context_tokens, window) : s.context_tokens);
         attn_flops += 4.0 * 4096 * n * std::max(v - 0.5 * std::min(n, v), 1.0) * l.count;
         kv_bytes += static_cast<double>(l.BytesPerToken()) * l.count * v;
       }
@@ -135,15 +135,15 @@ TEST(AnalyticCostModelTest, ClassSumsEqualTheFormulaLayerByLayer) {
         }
         const int64_t window =
             g.kind == LayerKind::kSlidingWindow ? g.sliding_window + g.block_size : 0;
-        const int64_t visible =
-            window > 0 ? std::min(s.context_tokens, window) : s.context_tokens;
+        const int64_t visible = window > 0 ? std::min(s.context_tokens, window) : s.context_tokens;
         block_entries += static_cast<double>((visible + g.block_size - 1) / g.block_size);
       }
     }
     const double flops = 2.0 * active * tokens / tp + attn_flops;
     const double bytes = 2.0 * active / tp + kv_bytes;
-    const double t = std::max(flops / (gpu->peak_flops * 0.5), bytes / (gpu->hbm_bytes_per_s * 0.7)) +
-                     2e-3 + 20e-9 * block_entries;
+    const double t =
+        std::max(flops / (gpu->peak_flops * 0.5), bytes / (gpu->hbm_bytes_per_s * 0.7)) + 2e-3 +
+        20e-9 * block_entries;
     return std::max<int64_t>(1, static_cast<int64_t>(std::llround(t * 1e9)));
   };
   std::mt19937_64 rng(3);

@@ -201,8 +201,8 @@ TEST(EngineGoldenTest, LookaheadSlotsCanForcePreemption) {
   EXPECT_EQ(ngram.spec_decode.draft_tokens, 3);
 }
 
-// Drafts are never cached (reference §10.2): with every draft accepted, what is cached is what
-// was verified, so a follow-up whose prompt is the first one hits the same as without spec.
+// Drafts are never cached (docs/semantics.md §10.2): with every draft accepted, what is cached is
+// what was verified, so a follow-up whose prompt is the first one hits the same as without spec.
 TEST(EngineGoldenTest, DraftsDoNotChangeWhatIsCached) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
   EngineConfig e = SmallEngine(64);
@@ -265,7 +265,7 @@ TEST(EngineGoldenTest, SkipsPromptsTooLongAndRequestsThatCannotFit) {
   EXPECT_EQ(r.per_request[2].output_tokens, 2);
 }
 
-// DESIGN §5: the same inputs and seed give byte-identical reports (wall time omitted).
+// docs/design.md §5: the same inputs and seed give byte-identical reports (wall time omitted).
 TEST(EngineGoldenTest, DeterministicReports) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 20);
   EngineConfig e = SmallEngine(32);

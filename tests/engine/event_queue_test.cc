@@ -1,4 +1,4 @@
-// The event kernel (DESIGN §5: int64 ns time, same-time events in insertion order).
+// The event kernel (docs/design.md §5: int64 ns time, same-time events in insertion order).
 #include "sim/engine/event_queue.h"
 
 #include <gtest/gtest.h>

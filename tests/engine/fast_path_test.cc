@@ -37,10 +37,9 @@ TEST_P(FastPathTest, SameBytesAsTheSlowPath) {
   for (int m = 0; m < 3; ++m) {
     const std::string json = base + "_" + std::to_string(m) + ".json";
     const std::string csv = base + "_" + std::to_string(m) + ".csv";
-    const auto r =
-        ::prefixsim::testing::RunCli("replay --trace " + src + "/traces/" + c.trace + " " + c.args +
-                                     " --seed 5 --no-wall-time --no-progress --json " + json +
-                                     " --csv " + csv + modes[m]);
+    const auto r = ::prefixsim::testing::RunCli(
+        "replay --trace " + src + "/traces/" + c.trace + " " + c.args +
+        " --seed 5 --no-wall-time --no-progress --json " + json + " --csv " + csv + modes[m]);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     outputs[m] = ReadFile(json) + ReadFile(csv);
     ASSERT_GT(outputs[m].size(), 1000u);

@@ -1,8 +1,9 @@
-// The shared-prefix junction stop end to end (docs/semantics.md "Junction stop"; reference §9.3,
-// §11; vLLM HybridKVCacheCoordinator.find_longest_cache_hit -> num_uncached_common_prefix_tokens,
-// KVCacheManager.get_computed_blocks -> shared_prefix_boundary, Scheduler._mamba_block_aligned_split):
-// when full attention is cached further than any mamba state, the prefill stops at the junction so
-// that the state there is cached and the next request sharing the prefix hits it.
+// The shared-prefix junction stop end to end (docs/semantics.md "Junction stop"; docs/semantics.md
+// §9.3, §11; vLLM HybridKVCacheCoordinator.find_longest_cache_hit ->
+// num_uncached_common_prefix_tokens, KVCacheManager.get_computed_blocks -> shared_prefix_boundary,
+// Scheduler._mamba_block_aligned_split): when full attention is cached further than any mamba
+// state, the prefill stops at the junction so that the state there is cached and the next request
+// sharing the prefix hits it.
 #include <gtest/gtest.h>
 
 #include "prefixsim/engine_config.h"
@@ -42,9 +43,10 @@ EngineConfig AlignEngine(int64_t budget) {
 TEST(JunctionStopTest, SiblingHitsTheJunctionState) {
   const std::vector<uint32_t> p = Iota(100);
   const std::vector<uint32_t> prefix(p.begin(), p.begin() + 64);
-  const ReplayResult r = MustReplay(FullPlusMamba(64), AlignEngine(8192),
-                                    {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(40, 1000)), 1),
-                                     Req(2, 2 * kApartMs, Concat(prefix, Iota(40, 2000)), 1)});
+  const ReplayResult r =
+      MustReplay(FullPlusMamba(64), AlignEngine(8192),
+                 {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(40, 1000)), 1),
+                  Req(2, 2 * kApartMs, Concat(prefix, Iota(40, 2000)), 1)});
   ASSERT_EQ(r.per_request.size(), 3u);
   EXPECT_EQ(r.per_request[0].hit_tokens, 0);
   EXPECT_EQ(r.per_request[1].hit_tokens, 0);
@@ -58,14 +60,15 @@ TEST(JunctionStopTest, SiblingHitsTheJunctionState) {
 // floored to a block): no stop, and the sibling misses. Full attention block 16, mamba block 32,
 // so H = A = 16 (partial hits) and full attention can share 16 tokens while mamba cannot.
 TEST(JunctionStopTest, JunctionInsideTheFirstBlockMakesNoStop) {
-  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kMamba, 32)}, 64, 32,
-                     16, 16);
+  KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kMamba, 32)}, 64, 32, 16, 16);
   plan.partial_hits = true;
   const std::vector<uint32_t> p = Iota(100);
   const std::vector<uint32_t> prefix(p.begin(), p.begin() + 16);
-  const ReplayResult r = MustReplay(plan, AlignEngine(8192),
-                                    {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(88, 1000)), 1),
-                                     Req(2, 2 * kApartMs, Concat(prefix, Iota(88, 2000)), 1)});
+  const ReplayResult r =
+      MustReplay(plan, AlignEngine(8192),
+                 {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(88, 1000)), 1),
+                  Req(2, 2 * kApartMs, Concat(prefix, Iota(88, 2000)), 1)});
   EXPECT_EQ(r.per_request[1].hit_tokens, 0);
   EXPECT_EQ(r.per_request[2].hit_tokens, 0);
   // r0: 96 + 4; r1 and r2 (104 tokens each): 96 + 8, no stop at 16.
@@ -79,9 +82,10 @@ TEST(JunctionStopTest, JunctionInsideTheFirstBlockMakesNoStop) {
 TEST(JunctionStopTest, ChunkedPrefillStopsAtAJunctionBeyondTheFirstChunk) {
   const std::vector<uint32_t> p = Iota(160);
   const std::vector<uint32_t> prefix(p.begin(), p.begin() + 96);
-  const ReplayResult r = MustReplay(FullPlusMamba(64), AlignEngine(64),
-                                    {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(40, 1000)), 1),
-                                     Req(2, 2 * kApartMs, Concat(prefix, Iota(40, 2000)), 1)});
+  const ReplayResult r =
+      MustReplay(FullPlusMamba(64), AlignEngine(64),
+                 {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(40, 1000)), 1),
+                  Req(2, 2 * kApartMs, Concat(prefix, Iota(40, 2000)), 1)});
   EXPECT_EQ(r.per_request[0].hit_tokens, 0);
   EXPECT_EQ(r.per_request[1].hit_tokens, 64);
   EXPECT_EQ(r.per_request[2].hit_tokens, 96);
@@ -111,19 +115,19 @@ TEST(JunctionStopTest, EvictedJunctionStateIsCachedAgain) {
   }
   EXPECT_TRUE(found) << "no filler size evicts the junction state but keeps the shared prefix";
   // Without the filler the junction state survives: r3 hits it.
-  const ReplayResult kept = MustReplay(
-      FullPlusMamba(16), AlignEngine(8192),
-      {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(40, 1000)), 1),
-       Req(3, 3 * kApartMs, Concat(prefix, Iota(40, 2000)), 1)});
+  const ReplayResult kept =
+      MustReplay(FullPlusMamba(16), AlignEngine(8192),
+                 {Req(0, 0, p, 1), Req(1, kApartMs, Concat(prefix, Iota(40, 1000)), 1),
+                  Req(3, 3 * kApartMs, Concat(prefix, Iota(40, 2000)), 1)});
   EXPECT_EQ(kept.per_request[2].hit_tokens, 64);
 }
 
 // The Kimi-K3-like plan with the DSpark drafter under PR #53007's policy (MLA, KDA states, the
-// drafter's sliding window; reference §13 B; A = S = 1536): requests that share a 3,500-token
-// system prompt and go on with 3,000 tokens of their own. The first prefills to 6,144 (its last
-// cacheable position), so its only KDA state lies past the shared part. The second finds two MLA
-// blocks (3,072 tokens) but no KDA state there: its hit is 0 and it stops at the junction 3,072;
-// every later request hits 3,072. Without the stop none of them would hit.
+// drafter's sliding window; docs/semantics.md §13 B; A = S = 1536): requests that share a
+// 3,500-token system prompt and go on with 3,000 tokens of their own. The first prefills to 6,144
+// (its last cacheable position), so its only KDA state lies past the shared part. The second finds
+// two MLA blocks (3,072 tokens) but no KDA state there: its hit is 0 and it stops at the junction
+// 3,072; every later request hits 3,072. Without the stop none of them would hit.
 TEST(JunctionStopTest, KimiK3SharedSystemPrompt) {
   auto model = LoadModel("kimi-k3-like");
   ASSERT_TRUE(model.ok()) << model.status();

@@ -1,4 +1,4 @@
-// Metrics: percentiles, the prefix-cache stats split (reference §12) and the logged window.
+// Metrics: percentiles, the prefix-cache stats split (docs/semantics.md §12) and the logged window.
 #include "sim/engine/metrics.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,7 @@
-// The PR #53007 case (reference §0, §13.B) on the real Mooncake conversation trace: Kimi-K3-like
-// with the DSpark drafter (3 speculative tokens), policies old and new, and the same model without
-// speculative decoding. Skips when the trace is absent, and under sanitizers (minutes there).
+// The PR #53007 case (docs/semantics.md §0, §13.B) on the real Mooncake conversation trace:
+// Kimi-K3-like with the DSpark drafter (3 speculative tokens), policies old and new, and the same
+// model without speculative decoding. Skips when the trace is absent, and under sanitizers (minutes
+// there).
 //
 // Two regimes:
 //  * A KV cache large enough that capacity does not bind (4 TB): the hit alignment is the only
@@ -9,7 +10,8 @@
 //  * The preset's 64 GiB: reuse distance in this trace exceeds what the cache holds (mamba align
 //    mode publishes a ~120 MB state per 1536-token boundary), so hit rates are capacity-bound;
 //    the test checks the mechanism that separates old and new there: old publishes prefixes only
-//    at 13,824-token boundaries (reference §10.2 round_down to S), so it caches far fewer blocks.
+//    at 13,824-token boundaries (docs/semantics.md §10.2 round_down to S), so it caches far fewer
+//    blocks.
 #include <gtest/gtest.h>
 
 #include <cstdio>

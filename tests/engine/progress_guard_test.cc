@@ -19,12 +19,12 @@ namespace {
 
 using ::prefixsim::testing::ReadFile;
 using ::prefixsim::testing::RunCli;
+using ::testing::HasSubstr;
 using testing_engine::Req;
 using testing_engine::SmallEngine;
 using testing_engine::VectorTrace;
 using testing_kv::Iota;
 using testing_kv::Unitary;
-using ::testing::HasSubstr;
 
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;

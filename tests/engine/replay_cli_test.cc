@@ -1,4 +1,4 @@
-// `prefixsim replay` and `prefixsim compare` end to end (DESIGN §4.1, §4.5): outputs, exit
+// `prefixsim replay` and `prefixsim compare` end to end (docs/design.md §4.1, §4.5): outputs, exit
 // codes, byte-identical reports for equal runs, a self-contained HTML page.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -130,7 +130,8 @@ TEST(ReplayCliTest, SharesTheTraceShapingFlagsOfAnalyze) {
   const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_window.json";
   const auto r = RunCli(std::string("replay --trace ") + PREFIXSIM_SOURCE_DIR +
                         "/traces/sample_chat.jsonl --model kimi-k3-like --engine kimi-k3 "
-                        "--trace-end-s 60 --max-requests 1000 --no-progress --json " + json);
+                        "--trace-end-s 60 --max-requests 1000 --no-progress --json " +
+                        json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(ReadFile(json));
   EXPECT_GT(j["requests"].get<int64_t>(), 0);
@@ -144,7 +145,8 @@ TEST(CompareCliTest, UnpublishedAlignmentTokensShowTheLcmCost) {
   const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_unpub.json";
   const auto r = RunCli(std::string("compare --trace ") + PREFIXSIM_SOURCE_DIR +
                         "/traces/sample_chat.jsonl --model kimi-k3-like --engine kimi-k3-dspark "
-                        "--policies old,new --no-wall-time --json " + json);
+                        "--policies old,new --no-wall-time --json " +
+                        json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(ReadFile(json));
   const int64_t old_unpublished = j["policies"][0]["unpublished_alignment_tokens"];

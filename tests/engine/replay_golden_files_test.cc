@@ -1,4 +1,4 @@
-// Golden end-to-end summaries on the committed sample traces (DESIGN §6): `prefixsim replay
+// Golden end-to-end summaries on the committed sample traces (docs/design.md §6): `prefixsim replay
 // --json` (wall time omitted) must match tests/golden/ byte for byte. A deliberate behaviour
 // change regenerates them with PREFIXSIM_UPDATE_GOLDEN=1 (and the diff is reviewed).
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// `replay`/`compare` with --replicas and --router end to end (DESIGN §4.1): a one-replica fleet
-// is byte-identical to the plain engine, kv_aware beats round_robin on the shipped chat sample,
-// the fleet JSON and CSV, and bad fleet input exits 2 naming the flag or field.
+// `replay`/`compare` with --replicas and --router end to end (docs/design.md §4.1): a one-replica
+// fleet is byte-identical to the plain engine, kv_aware beats round_robin on the shipped chat
+// sample, the fleet JSON and CSV, and bad fleet input exits 2 naming the flag or field.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -101,7 +101,8 @@ TEST(FleetCliTest, CompareReportsReplicasPerPolicy) {
 TEST(FleetCliTest, EngineJsonCarriesReplicasAndRouter) {
   const std::string engine = Temp("fleet_engine.json");
   // TP 4: kimi-k3-like's shapes are per rank at TP 4.
-  std::ofstream(engine) << R"({"kv_cache_bytes": 68719476736, "replicas": 2, "tensor_parallel_size": 4,
+  std::ofstream(engine)
+      << R"({"kv_cache_bytes": 68719476736, "replicas": 2, "tensor_parallel_size": 4,
     "router": {"name": "kv_aware", "overlap_weight": 2.5},
     "speculative": {"method": "dspark", "num_speculative_tokens": 3,
                     "acceptance": {"model": "per_position", "rates": [0.8, 0.6, 0.4]}}})";

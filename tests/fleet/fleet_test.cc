@@ -1,8 +1,7 @@
-// The fleet (DESIGN §2 "Fleet"): N engine replicas behind a router on one clock. Each router's
-// choice on small hand-made cases, the KV-aware routers' mirrors against the replicas' own
-// lookups (reference §9), invariants per replica, and --replicas auto.
+// The fleet (docs/design.md §2 "Fleet"): N engine replicas behind a router on one clock. Each
+// router's choice on small hand-made cases, the KV-aware routers' mirrors against the replicas' own
+// lookups (docs/semantics.md §9), invariants per replica, and --replicas auto.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <fstream>

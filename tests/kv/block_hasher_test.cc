@@ -1,4 +1,4 @@
-// Chained block hashes (reference §8.1).
+// Chained block hashes (docs/semantics.md §8.1).
 #include "sim/kv/block_hasher.h"
 
 #include <gtest/gtest.h>
@@ -38,8 +38,8 @@ Request Virtual(uint64_t id, std::vector<ContentSegment> segs) {
   return r;
 }
 
-// reference §8.1: one hash per full chunk; a chain, so a change in chunk i changes every hash
-// from i on and none before.
+// docs/semantics.md §8.1: one hash per full chunk; a chain, so a change in chunk i changes every
+// hash from i on and none before.
 TEST(BlockHasherTest, ChainPropagatesChangesForwardOnly) {
   const Request a = Literal(1, Iota(16));
   std::vector<uint32_t> t = Iota(16);
@@ -64,8 +64,8 @@ TEST(BlockHasherTest, EqualChunkAfterDifferentPrefixDiffers) {
   EXPECT_NE(HashAll(a, 4, 2)[1].hash, HashAll(b, 4, 2)[1].hash);
 }
 
-// reference §8.1: cache_salt / LoRA go into the first block's extra keys; the chain carries the
-// difference into every block.
+// docs/semantics.md §8.1: cache_salt / LoRA go into the first block's extra keys; the chain carries
+// the difference into every block.
 TEST(BlockHasherTest, NamespaceSeparatesEveryBlock) {
   Request a = Literal(1, Iota(12));
   Request b = Literal(2, Iota(12));

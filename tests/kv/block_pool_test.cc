@@ -1,4 +1,4 @@
-// BlockPool (reference §8.2, §10.4).
+// BlockPool (docs/semantics.md §8.2, §10.4).
 #include "sim/kv/block_pool.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@ namespace {
 
 HashPair H(uint64_t h, uint64_t c = 0) { return HashPair{h, c ^ 0x5555}; }
 
-// reference §8.2: block 0 is the null block; the queue starts in id order.
+// docs/semantics.md §8.2: block 0 is the null block; the queue starts in id order.
 TEST(BlockPoolTest, StartsInIdOrderWithoutNullBlock) {
   BlockPool pool(6);
   EXPECT_EQ(pool.num_free(), 5);
@@ -29,8 +29,8 @@ TEST(BlockPoolTest, StartsInIdOrderWithoutNullBlock) {
   pool.CheckInvariants();
 }
 
-// reference §8.2: unhashed blocks go to the front (LIFO), hashed blocks to the back; a request
-// frees tail first, so its deeper blocks are evicted before their parents.
+// docs/semantics.md §8.2: unhashed blocks go to the front (LIFO), hashed blocks to the back; a
+// request frees tail first, so its deeper blocks are evicted before their parents.
 TEST(BlockPoolTest, FreeOrderAndEvictionVictims) {
   BlockPool pool(8);
   std::vector<BlockId> req;
@@ -52,8 +52,8 @@ TEST(BlockPoolTest, FreeOrderAndEvictionVictims) {
   pool.CheckInvariants();
 }
 
-// reference §8.2: a hit touches the block: it leaves the free queue; freed again it goes to the
-// back (most recently used).
+// docs/semantics.md §8.2: a hit touches the block: it leaves the free queue; freed again it goes to
+// the back (most recently used).
 TEST(BlockPoolTest, TouchRemovesFromQueueAndRefreshesOnFree) {
   BlockPool pool(5);
   const BlockId a = pool.Allocate(), b = pool.Allocate();
@@ -74,7 +74,7 @@ TEST(BlockPoolTest, TouchRemovesFromQueueAndRefreshesOnFree) {
   pool.CheckInvariants();
 }
 
-// reference §8.2: no de-duplication: the same content may be cached in several blocks; the
+// docs/semantics.md §8.2: no de-duplication: the same content may be cached in several blocks; the
 // lookup returns the earliest; evicting it exposes the next.
 TEST(BlockPoolTest, DuplicatesAreKept) {
   BlockPool pool(5);
@@ -109,8 +109,8 @@ TEST(BlockPoolTest, CollisionsAreDetectedNotServed) {
   pool.CheckInvariants();
 }
 
-// The pool against a plain model (reference §8.2: a free queue with unhashed blocks at the front,
-// cached ones at the back, hits taking blocks out of the middle; a key maps to its earliest
+// The pool against a plain model (docs/semantics.md §8.2: a free queue with unhashed blocks at the
+// front, cached ones at the back, hits taking blocks out of the middle; a key maps to its earliest
 // cached block), long enough that the ring squeezes its holes and the index rebuilds away its
 // tombstones many times. Half the keys come from a small space (duplicates, hits, re-caching
 // of evicted keys), half from a large one (tombstones pile up).
@@ -219,7 +219,7 @@ TEST(PrefixIndexTest, MatchesMapUnderRandomInsertErase) {
 // each move (an entry it does not report keeps its slot); found keys and positions match a map
 // throughout.
 TEST(PrefixIndexTest, TombstonesKeepPositionsUntilRebuild) {
-  PrefixIndex index(16, /*headroom=*/4);  // 64 slots
+  PrefixIndex index(16, /*headroom=*/4);                 // 64 slots
   std::map<uint64_t, std::pair<int32_t, uint64_t>> ref;  // key -> (block, position)
   std::mt19937_64 rng(7);
   int rebuilds = 0, rebuild_moves = 0;

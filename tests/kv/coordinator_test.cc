@@ -1,5 +1,5 @@
 // Per-manager hit finding and the hybrid fixed point on hand-built cache states
-// (reference §9.2, §9.3, §9.4).
+// (docs/semantics.md §9.2, §9.3, §9.4).
 #include "sim/kv/coordinator.h"
 
 #include <gtest/gtest.h>
@@ -44,9 +44,9 @@ class CoordinatorTest : public ::testing::Test {
     return b;
   }
   int64_t Find(int64_t max_hit, int64_t alignment = 0) {
-    return coord_->FindLongestCacheHit(pool_->hit_index(), hashes_.data(), static_cast<int64_t>(hashes_.size()),
-                                       max_hit, alignment ? alignment : coord_->hit_alignment(),
-                                       out_.data());
+    return coord_->FindLongestCacheHit(
+        pool_->hit_index(), hashes_.data(), static_cast<int64_t>(hashes_.size()), max_hit,
+        alignment ? alignment : coord_->hit_alignment(), out_.data());
   }
   BlockId Id(int g, int64_t j) { return ids_.at({g, j}); }
 
@@ -59,9 +59,10 @@ class CoordinatorTest : public ::testing::Test {
   std::map<std::pair<int, int64_t>, BlockId> ids_;
 };
 
-// reference §9.2 sliding window: right to left; a run must end on an A-boundary; need =
-// cdiv(W - 1, B) contiguous blocks. reference §9.3: "simple hybrid" (full + one other) is one pass.
-// Full B = 8 (blocks 0..3 cached), SWA B = 4, W = 9 → need 2, cached 4, 5, 6; S = A = 8, H = 4.
+// docs/semantics.md §9.2 sliding window: right to left; a run must end on an A-boundary; need =
+// cdiv(W - 1, B) contiguous blocks. docs/semantics.md §9.3: "simple hybrid" (full + one other) is
+// one pass. Full B = 8 (blocks 0..3 cached), SWA B = 4, W = 9 → need 2, cached 4, 5, 6; S = A = 8,
+// H = 4.
 TEST_F(CoordinatorTest, SlidingWindowRunMustEndOnAlignment) {
   Init(Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kSlidingWindow, 4, 9)}, 32, 8, 4,
             8),
@@ -77,7 +78,7 @@ TEST_F(CoordinatorTest, SlidingWindowRunMustEndOnAlignment) {
   EXPECT_EQ(Find(39, 4), 28);
 }
 
-// reference §9.3: the fixed point iterates with more than two spec-groups, and S != H.
+// docs/semantics.md §9.3: the fixed point iterates with more than two spec-groups, and S != H.
 // Full B = 8 (0..3), SWA1 B = 4 W = 9 (need 2; cached 2, 3, 4, 5, 6), SWA2 B = 4 W = 5 (need 1;
 // cached 3 and 6... block 6 is not aligned, block 3 is). Pass 1: 32 → 24 → 16. Pass 2: 16 holds
 // for every group.
@@ -101,7 +102,7 @@ TEST_F(CoordinatorTest, FixedPointWithThreeSpecGroups) {
 }
 
 // Groups with the same spec are looked up as one batch: a block is a hit only if every group of
-// the batch has it (reference §9.3 SpecGroup).
+// the batch has it (docs/semantics.md §9.3 SpecGroup).
 TEST_F(CoordinatorTest, IdenticalGroupsAreBatched) {
   Init(
       Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kFullAttention, 4)}, 32, 4, 4, 4),
@@ -113,9 +114,9 @@ TEST_F(CoordinatorTest, IdenticalGroupsAreBatched) {
   EXPECT_EQ(out_[1].size(), 2u);
 }
 
-// reference §9.4 hybrid EAGLE drop: the eagle group searches one block past the candidate and
-// drops it, so the candidate survives only if one more block is cached.
-// Full B = 8 (eagle), SWA B = 8, W = 9 (need 1); S = A = 8.
+// docs/semantics.md §9.4 hybrid EAGLE drop: the eagle group searches one block past the candidate
+// and drops it, so the candidate survives only if one more block is cached. Full B = 8 (eagle), SWA
+// B = 8, W = 9 (need 1); S = A = 8.
 TEST_F(CoordinatorTest, HybridEagleDrop) {
   Init(Plan({Group(LayerKind::kFullAttention, 8, 0, /*eagle=*/true),
              Group(LayerKind::kSlidingWindow, 8, 9)},
@@ -128,8 +129,8 @@ TEST_F(CoordinatorTest, HybridEagleDrop) {
   EXPECT_EQ(Find(39), 24);
 }
 
-// reference §9.2 mamba: the last cached state whose end is A-aligned; S = 16, A = 16, B = 8:
-// a state at 8 is not usable, at 16 it is.
+// docs/semantics.md §9.2 mamba: the last cached state whose end is A-aligned; S = 16, A = 16, B =
+// 8: a state at 8 is not usable, at 16 it is.
 TEST_F(CoordinatorTest, MambaLastAlignedState) {
   Init(Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kMamba, 8)}, 32, 16, 8, 16),
        40);
@@ -142,18 +143,18 @@ TEST_F(CoordinatorTest, MambaLastAlignedState) {
   EXPECT_EQ(out_[0].size(), 1u);
 }
 
-
 // The managers' run methods (single_type_manager.h) against one call per group: two pools, one
 // coordinator handling runs of identical groups and one handling every group alone, the same
 // random requests (allocation in chunks, publishes at step ends, out-of-window and old-state
 // frees, whole-request frees under pressure). Block tables, the free queue order and the
 // cached entries must stay equal after every operation.
 TEST(CoordinatorRunsTest, RunsOfIdenticalGroupsMatchOneCallPerGroup) {
-  const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kFullAttention, 8),
-                            Group(LayerKind::kMamba, 8), Group(LayerKind::kMamba, 8),
-                            Group(LayerKind::kMamba, 8), Group(LayerKind::kSlidingWindow, 8, 12),
-                            Group(LayerKind::kSlidingWindow, 8, 12), Group(LayerKind::kFullAttention, 8)},
-                           /*num_blocks=*/160, /*s=*/8, /*h=*/8, /*a=*/8);
+  const KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kFullAttention, 8),
+            Group(LayerKind::kMamba, 8), Group(LayerKind::kMamba, 8), Group(LayerKind::kMamba, 8),
+            Group(LayerKind::kSlidingWindow, 8, 12), Group(LayerKind::kSlidingWindow, 8, 12),
+            Group(LayerKind::kFullAttention, 8)},
+           /*num_blocks=*/160, /*s=*/8, /*h=*/8, /*a=*/8);
   struct Side {
     std::unique_ptr<BlockPool> pool;
     std::unique_ptr<KvCacheCoordinator> coord;
@@ -204,9 +205,10 @@ TEST(CoordinatorRunsTest, RunsOfIdenticalGroupsMatchOneCallPerGroup) {
       // A new request; a third of them share a prefix family, so publishes meet cached keys.
       const int family = static_cast<int>(rng() % 4);
       const int length = 8 + static_cast<int>(rng() % 80);
-      Request req = Literal(static_cast<uint64_t>(op),
-                            testing_kv::Concat(Iota(8 * static_cast<int>(rng() % 6), 1000 * (family + 1)),
-                                               Iota(length, 100000 + 100 * op)));
+      Request req =
+          Literal(static_cast<uint64_t>(op),
+                  testing_kv::Concat(Iota(8 * static_cast<int>(rng() % 6), 1000 * (family + 1)),
+                                     Iota(length, 100000 + 100 * op)));
       Live l;
       l.length = req.prompt_tokens;
       HashCursor cur;

@@ -1,4 +1,4 @@
-// KvCacheManager through its public API (reference §8–§10, §13.E). Every test runs the
+// KvCacheManager through its public API (docs/semantics.md §8–§10, §13.E). Every test runs the
 // invariant checker after every operation (KvCacheOptions::check_invariants).
 #include "prefixsim/kv_cache_manager.h"
 
@@ -37,7 +37,8 @@ void Finish(KvCacheManager& m, const Request& r) {
   m.RemoveRequest(r.id);
 }
 
-// reference §9.1: max_hit = num_tokens - 1, so a fully cached prompt re-computes its last block.
+// docs/semantics.md §9.1: max_hit = num_tokens - 1, so a fully cached prompt re-computes its last
+// block.
 TEST(KvCacheManagerTest, UnitaryHitAndLastTokenCap) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16), Checked());
   const Request a = Literal(1, Iota(8));
@@ -58,8 +59,8 @@ TEST(KvCacheManagerTest, UnitaryHitAndLastTokenCap) {
   Finish(m, diverge);
 }
 
-// reference §8.2 / §10.4 through the manager: tail-first freeing, unhashed blocks reused first,
-// LRU eviction of cached blocks with the chain tail going first.
+// docs/semantics.md §8.2 / §10.4 through the manager: tail-first freeing, unhashed blocks reused
+// first, LRU eviction of cached blocks with the chain tail going first.
 TEST(KvCacheManagerTest, EvictionVictimsFollowFreeOrder) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 8), Checked());  // 7 usable
   const Request a = Literal(1, Iota(9));
@@ -78,8 +79,8 @@ TEST(KvCacheManagerTest, EvictionVictimsFollowFreeOrder) {
   Finish(m, again);
 }
 
-// reference §8.2: a hit touches its blocks (they leave the free queue and are not evicted by
-// the allocation of the same step); freed again, they are the most recently used.
+// docs/semantics.md §8.2: a hit touches its blocks (they leave the free queue and are not evicted
+// by the allocation of the same step); freed again, they are the most recently used.
 TEST(KvCacheManagerTest, TouchOnHitProtectsAndRefreshes) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 6), Checked());  // 5 usable
   const Request a = Literal(1, Iota(9));
@@ -103,7 +104,7 @@ TEST(KvCacheManagerTest, TouchOnHitProtectsAndRefreshes) {
   Finish(m, b);
 }
 
-// reference §10.1: allocation covers computed + new + lookahead; all groups or none.
+// docs/semantics.md §10.1: allocation covers computed + new + lookahead; all groups or none.
 TEST(KvCacheManagerTest, LookaheadAndAllOrNothing) {
   KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kMla, 4)}, 7, 4, 4, 4);
   KvCacheManager m(plan, Checked());  // 6 usable
@@ -118,7 +119,7 @@ TEST(KvCacheManagerTest, LookaheadAndAllOrNothing) {
   Finish(m, a);
 }
 
-// max_model_len caps the lookahead (reference §10.1).
+// max_model_len caps the lookahead (docs/semantics.md §10.1).
 TEST(KvCacheManagerTest, LookaheadCappedAtMaxModelLen) {
   KvCacheOptions o = Checked();
   o.max_model_len = 10;
@@ -131,7 +132,7 @@ TEST(KvCacheManagerTest, LookaheadCappedAtMaxModelLen) {
   Finish(m, a);
 }
 
-// reference §10.2: draft tokens and lookahead slots are never cached; blocks completed by
+// docs/semantics.md §10.2: draft tokens and lookahead slots are never cached; blocks completed by
 // verified outputs are cached when the count crosses a boundary.
 TEST(KvCacheManagerTest, DraftsAreNeverCached) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 32), Checked());
@@ -152,8 +153,8 @@ TEST(KvCacheManagerTest, DraftsAreNeverCached) {
   Finish(m, a);
 }
 
-// reference §13.E (vLLM's hybrid design note): block 16, window 32, one full-attention and two
-// sliding-window groups, a 112-token request: 7 + 2 + 2 = 11 blocks once the out-of-window
+// docs/semantics.md §13.E (vLLM's hybrid design note): block 16, window 32, one full-attention and
+// two sliding-window groups, a 112-token request: 7 + 2 + 2 = 11 blocks once the out-of-window
 // blocks are replaced by the null block and freed.
 TEST(KvCacheManagerTest, DesignNoteExampleSevenPlusTwoPlusTwo) {
   KvPlan plan =
@@ -190,8 +191,9 @@ TEST(KvCacheManagerTest, DesignNoteExampleSevenPlusTwoPlusTwo) {
   Finish(m, a);
 }
 
-// reference §10.2: the SWA reachable mask. Full B = 8, SWA B = 4 with W = 5 (need 1), S = A = 8,
-// H = 4: per segment A/B = 2 SWA blocks, only the last one before each A-boundary is published.
+// docs/semantics.md §10.2: the SWA reachable mask. Full B = 8, SWA B = 4 with W = 5 (need 1), S = A
+// = 8, H = 4: per segment A/B = 2 SWA blocks, only the last one before each A-boundary is
+// published.
 TEST(KvCacheManagerTest, SlidingWindowReachableMask) {
   KvPlan plan = Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kSlidingWindow, 4, 5)},
                      32, 8, 4, 8);
@@ -209,9 +211,9 @@ TEST(KvCacheManagerTest, SlidingWindowReachableMask) {
   Finish(m, b);
 }
 
-// reference §10.2: a hybrid model caches only up to the last S boundary of the computed tokens;
-// the tail of a finished request is lost to the cache, and alignment_loss reports nothing for it
-// (it was never cached).
+// docs/semantics.md §10.2: a hybrid model caches only up to the last S boundary of the computed
+// tokens; the tail of a finished request is lost to the cache, and alignment_loss reports nothing
+// for it (it was never cached).
 TEST(KvCacheManagerTest, HybridCachesOnlyToLastSBoundary) {
   KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 8, 9)},
                      64, 8, 4, 8);
@@ -228,7 +230,7 @@ TEST(KvCacheManagerTest, HybridCachesOnlyToLastSBoundary) {
   Finish(m, b);
 }
 
-// alignment_loss_tokens (DESIGN §4.5): full B = 4, SWA B = 6 with W = 13 (need 2 = A/B, so
+// alignment_loss_tokens (docs/design.md §4.5): full B = 4, SWA B = 6 with W = 13 (need 2 = A/B, so
 // every SWA block is published), S = A = 12, H = 2. Request b shares 22 tokens with a cached
 // 24-token request: full serves 20 tokens, SWA a window ending at 18, so 18 tokens are cached in
 // every group; the hit aligned to A is 12; the loss is 6.
@@ -260,8 +262,8 @@ TEST(KvCacheManagerTest, AlignmentLoss) {
   Finish(m2, b);
 }
 
-// reference §9.2 chunked local attention: blocks before the current chunk are null; a max_hit on
-// a chunk boundary is a hit without any cached block.
+// docs/semantics.md §9.2 chunked local attention: blocks before the current chunk are null; a
+// max_hit on a chunk boundary is a hit without any cached block.
 TEST(KvCacheManagerTest, ChunkedLocalHit) {
   KvPlan plan = Plan({Group(LayerKind::kChunkedLocal, 4, 0, false, 8)}, 32, 4, 4, 4);
   KvCacheManager m(plan, Checked());
@@ -280,7 +282,7 @@ TEST(KvCacheManagerTest, ChunkedLocalHit) {
   Finish(m, c);
 }
 
-// reference §9.2 / §10 mamba (align mode): a hit needs the state cached exactly at an
+// docs/semantics.md §9.2 / §10 mamba (align mode): a hit needs the state cached exactly at an
 // A-aligned boundary; states are cached where an aligned step ends.
 TEST(KvCacheManagerTest, MambaHitNeedsStateAtBoundary) {
   KvPlan plan =
@@ -345,7 +347,7 @@ TEST(KvCacheManagerTest, MambaStateAtBoundaryCrossedInVerifyStep) {
   EXPECT_EQ(FollowUpHitAfterVerifyStep(/*cache_spec_states=*/false), 8);
 }
 
-// reference §9.4: unitary EAGLE drops the last matched block.
+// docs/semantics.md §9.4: unitary EAGLE drops the last matched block.
 TEST(KvCacheManagerTest, UnitaryEagleDrop) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16, 0, /*eagle=*/true), Checked());
   const Request a = Literal(1, Iota(9));
@@ -356,9 +358,9 @@ TEST(KvCacheManagerTest, UnitaryEagleDrop) {
   Finish(m, b);
 }
 
-// reference §10.2 / §9.4: a hybrid eagle group publishes one block past the last S boundary, and
-// that block is what lets the EAGLE drop keep the candidate. Full B = 4 (eagle), SWA B = 8,
-// W = 9 (need 1); S = A = 8, H = 4.
+// docs/semantics.md §10.2 / §9.4: a hybrid eagle group publishes one block past the last S
+// boundary, and that block is what lets the EAGLE drop keep the candidate. Full B = 4 (eagle), SWA
+// B = 8, W = 9 (need 1); S = A = 8, H = 4.
 TEST(KvCacheManagerTest, HybridEagleGroupCachesOneBlockPastS) {
   KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4, 0, /*eagle=*/true),
                       Group(LayerKind::kSlidingWindow, 8, 9)},
@@ -375,7 +377,7 @@ TEST(KvCacheManagerTest, HybridEagleGroupCachesOneBlockPastS) {
   Finish(m, b);
 }
 
-// reference §10.2 multi-module MTP: num_reprefillable tokens at the end are never cached.
+// docs/semantics.md §10.2 multi-module MTP: num_reprefillable tokens at the end are never cached.
 TEST(KvCacheManagerTest, ReprefillableTokensAreNotCached) {
   KvCacheOptions o = Checked();
   o.num_reprefillable_tokens = 1;
@@ -390,7 +392,7 @@ TEST(KvCacheManagerTest, ReprefillableTokensAreNotCached) {
   Finish(m, b);
 }
 
-// Partial (fine-grained) hits, reference §7, §8.2, §9.2: MLA B = 8 and mamba B = 8 with a
+// Partial (fine-grained) hits, docs/semantics.md §7, §8.2, §9.2: MLA B = 8 and mamba B = 8 with a
 // prefix_match_unit H = 2, so A = H. A step that ends on an H boundary inside a block registers
 // the full-attention tail block and the mamba state under that boundary's fine hash; a later
 // request hits there (phase 2), copying the tail block instead of sharing it (copy-on-write).
@@ -465,7 +467,7 @@ TEST(KvCacheManagerTest, HybridWithoutUsableHashGranularity) {
   Finish(m2, a);
 }
 
-// Namespaces (cache_salt / LoRA) never share blocks (reference §8.1).
+// Namespaces (cache_salt / LoRA) never share blocks (docs/semantics.md §8.1).
 TEST(KvCacheManagerTest, NamespacesDoNotShare) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16), Checked());
   const Request a = Literal(1, Iota(9));
@@ -477,7 +479,7 @@ TEST(KvCacheManagerTest, NamespacesDoNotShare) {
   Finish(m, b);
 }
 
-// Preemption: Free, then look up again with the outputs included (reference §9.1, §11).
+// Preemption: Free, then look up again with the outputs included (docs/semantics.md §9.1, §11).
 TEST(KvCacheManagerTest, PreemptedRequestFindsItsOwnBlocks) {
   KvCacheManager m(Unitary(LayerKind::kFullAttention, 4, 16), Checked());
   const Request a = Literal(1, Iota(6));
@@ -517,10 +519,9 @@ TEST(KvCacheManagerDeathTest, StaleHitAborts) {
 // Reference §10.2: a hybrid plan publishes only up to the last S boundary. With groups of 16 and
 // 24 tokens (S = 48, H = 8) the finest group could publish round_down(n, 16) tokens.
 TEST(KvCacheManagerTest, UnpublishedAlignmentTokensFollowTheCachingRule) {
-  KvCacheManager hybrid(
-      Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kFullAttention, 24)}, 64, 48,
-           8, 48));
-  EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(47), 32);   // 32 could, 0 published
+  KvCacheManager hybrid(Plan(
+      {Group(LayerKind::kFullAttention, 16), Group(LayerKind::kFullAttention, 24)}, 64, 48, 8, 48));
+  EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(47), 32);  // 32 could, 0 published
   EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(48), 0);
   EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(100), 96 - 96);
   EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(95), 80 - 48);

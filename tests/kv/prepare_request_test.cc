@@ -1,6 +1,6 @@
 // KvCacheManager::PrepareRequest (issue 15): the replay's read-ahead thread hashes each prompt at
 // the plan's H before the request reaches the engine. That must change nothing: the chained
-// hashes are a function of the request's content alone (reference §8.1), so every lookup,
+// hashes are a function of the request's content alone (docs/semantics.md §8.1), so every lookup,
 // allocation, block table and router hash chain is what the manager computes by itself. Each
 // test replays the same requests through two managers, one given the prepared requests, and
 // compares everything the manager reports after every call.
@@ -78,8 +78,8 @@ std::vector<std::string> Drive(const KvPlan& plan, const std::vector<Request>& r
       ok = m.AllocateSlots(h, tokens - 1, 1, 0, 0);
     }
     log.push_back(absl::StrCat("ok ", ok, " tables ", Tables(m, r.id, groups), " cached ",
-                               m.counters().cached_blocks, " evicted ",
-                               m.counters().evicted_blocks, " free ", m.num_free_blocks()));
+                               m.counters().cached_blocks, " evicted ", m.counters().evicted_blocks,
+                               " free ", m.num_free_blocks()));
     m.Free(h);
     m.RemoveRequest(r.id);
   }
@@ -104,8 +104,8 @@ void ExpectPreparingChangesNothing(const KvPlan& plan, uint64_t seed) {
   const std::vector<std::string> actual = Drive(plan, prepared);
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_EQ(actual[i], expected[i]) << "line " << i << " of plan " << plan.groups.size()
-                                      << " groups, seed " << seed;
+    ASSERT_EQ(actual[i], expected[i])
+        << "line " << i << " of plan " << plan.groups.size() << " groups, seed " << seed;
   }
 }
 
@@ -122,10 +122,10 @@ TEST(PrepareRequestTest, HybridPlans) {
             Group(LayerKind::kMamba, 16)},
            120, 16, 4, 16),
       3);
-  ExpectPreparingChangesNothing(
-      Plan({Group(LayerKind::kFullAttention, 8, 0, true), Group(LayerKind::kSlidingWindow, 4, 6, true)},
-           100, 8, 4, 8),
-      4);
+  ExpectPreparingChangesNothing(Plan({Group(LayerKind::kFullAttention, 8, 0, true),
+                                      Group(LayerKind::kSlidingWindow, 4, 6, true)},
+                                     100, 8, 4, 8),
+                                4);
   KvPlan partial = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)}, 80, 8, 2, 2);
   partial.partial_hits = true;
   ExpectPreparingChangesNothing(partial, 5);

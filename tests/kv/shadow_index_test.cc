@@ -161,8 +161,8 @@ TEST(ShadowIndexTest, EvictedWithTheRealCache) {
   }
 }
 
-// With an EAGLE group the real hit needs one group block past it (reference §9.4); the shadow
-// drops one U-block likewise, so the drop itself is not counted as lost to the alignment.
+// With an EAGLE group the real hit needs one group block past it (docs/semantics.md §9.4); the
+// shadow drops one U-block likewise, so the drop itself is not counted as lost to the alignment.
 TEST(ShadowIndexTest, EagleDropAppliesToTheShadowToo) {
   const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4),
                             Group(LayerKind::kSlidingWindow, 6, 13, /*eagle=*/true)},

@@ -1,4 +1,4 @@
-// Model and engine JSON readers: fields, presets and every error path (DESIGN §4.2, §4.3).
+// Model and engine JSON readers: fields, presets and every error path (docs/design.md §4.2, §4.3).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ TEST(ModelJsonTest, ParsesAllKindsAndBytesPerToken) {
                               "m.json");
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_EQ(model->layers.size(), 8u);
-  EXPECT_EQ(model->layers[0].BytesPerToken(), 1152);  // reference §2.1: MLA bf16
+  EXPECT_EQ(model->layers[0].BytesPerToken(), 1152);  // docs/semantics.md §2.1: MLA bf16
   EXPECT_EQ(model->layers[1].BytesPerToken(), 576);   // MLA fp8
   EXPECT_EQ(model->layers[2].BytesPerToken(), 4096);
   EXPECT_EQ(model->layers[3].BytesPerToken(), 2 * (192 + 128) * 2);
@@ -80,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
                      "field 'layers[0].kv_lora_rnak': unknown field"},
         BadModelCase{R"({"layers": []})", "field 'layers': must be a non-empty list"},
         BadModelCase{R"({"name": "x"})", "field 'layers': missing"},
-        BadModelCase{"{\"layers\": [\n{\"kind\": \"mla\", \"count\": 1,", "bad.json:2: invalid JSON"}));
+        BadModelCase{"{\"layers\": [\n{\"kind\": \"mla\", \"count\": 1,",
+                     "bad.json:2: invalid JSON"}));
 
 TEST(EngineJsonTest, DefaultsAndDesignExample) {
   auto engine = ParseEngineJson(R"({"block_size": 1536,

@@ -33,13 +33,15 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   auto backend = [](const AttentionBackend& b) {
     std::ostringstream s;
     s << b.name << "/" << b.preferred_block_size << ":";
-    for (const KernelBlockSize& k : b.kernel_block_sizes) s << k.value << (k.multiple_of ? "x" : "") << ",";
+    for (const KernelBlockSize& k : b.kernel_block_sizes)
+      s << k.value << (k.multiple_of ? "x" : "") << ",";
     return s.str();
   };
   std::map<std::string, std::string> f;
   f["block_size"] = e.block_size ? std::to_string(*e.block_size) : "-";
   std::string backends;
-  for (const auto& [kind, b] : e.backends) backends += std::string(LayerKindName(kind)) + "=" + backend(b) + ";";
+  for (const auto& [kind, b] : e.backends)
+    backends += std::string(LayerKindName(kind)) + "=" + backend(b) + ";";
   f["backends"] = backends;
   f["default_backend"] = backend(e.default_backend);
   f["kv_cache_bytes"] = e.kv_cache_bytes ? std::to_string(*e.kv_cache_bytes) : "-";
@@ -89,7 +91,7 @@ std::map<std::string, std::string> ModelFingerprint(const ModelSpec& m) {
 
 struct Outcome {
   absl::Status status;
-  Json plan;  // KvPlanToJson plus "startup_check"
+  Json plan;                                  // KvPlanToJson plus "startup_check"
   std::map<std::string, std::string> config;  // engine fingerprint + "model." entries
 };
 
@@ -201,7 +203,8 @@ TEST(EveryInputTest, EveryOverrideFlagTakesEffectOrIsRefused) {
       {"kv-cache-dtype", {"--kv-cache-dtype fp8", PlanKey("groups")}},
       {"mamba-spec-boundary-states",
        {"--mamba-spec-boundary-states skipped", ConfigKey("mamba_spec_boundary_states")}},
-      {"enable-prefix-caching", {"--enable-prefix-caching false", PlanKey("enable_prefix_caching")}},
+      {"enable-prefix-caching",
+       {"--enable-prefix-caching false", PlanKey("enable_prefix_caching")}},
       {"enable-chunked-prefill",
        {"--enable-chunked-prefill false", ConfigKey("enable_chunked_prefill")}},
       {"no-spec", {"--no-spec", PlanKey("scheduler_block_size")}},
@@ -295,7 +298,9 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
       {"mamba_cache_mode",
        {none, {{"mamba_cache_mode", "all"}}, PlanKey("blocks_per_max_len_request")}},
       {"mamba_spec_boundary_states",
-       {none, {{"mamba_spec_boundary_states", "skipped"}}, ConfigKey("mamba_spec_boundary_states")}},
+       {none,
+        {{"mamba_spec_boundary_states", "skipped"}},
+        ConfigKey("mamba_spec_boundary_states")}},
       {"kv_cache_dtype", {none, {{"kv_cache_dtype", "fp8"}}, PlanKey("groups")}},
       {"tensor_parallel_size", {none, {{"tensor_parallel_size", 8}}, PlanKey("groups")}},
       {"decode_context_parallel_size",
@@ -311,7 +316,7 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
       {"backend.kernel_block_sizes",
        {backend({{"name", "MINE"}, {"kernel_block_sizes", {16}}}),
         backend({{"name", "MINE"}, {"kernel_block_sizes", {32}}}), PlanKey("groups")}},
-      // The preference matters where no mamba alignment sets the block (reference §4).
+      // The preference matters where no mamba alignment sets the block (docs/semantics.md §4).
       {"backend.preferred_block_size",
        {Json{{"backends", {{"full_attention", {{"name", "FLASH_ATTN"}}}}}},
         Json{{"backends",
@@ -325,21 +330,25 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
       {"speculative.eagle_block_drop",
        {none, {{"speculative", {{"eagle_block_drop", true}}}}, PlanKey("groups")}},
       {"speculative.acceptance",
-       {none, {{"speculative", {{"acceptance", {{"model", "geometric"}, {"rates", {0.7}}}}}}},
+       {none,
+        {{"speculative", {{"acceptance", {{"model", "geometric"}, {"rates", {0.7}}}}}}},
         ConfigKey("speculative.acceptance.model")}},
       {"speculative.acceptance.model",
-       {none, {{"speculative", {{"acceptance", {{"model", "trace"}}}}}},
+       {none,
+        {{"speculative", {{"acceptance", {{"model", "trace"}}}}}},
         ConfigKey("speculative.acceptance.model")}},
       {"speculative.acceptance.rates",
-       {none, {{"speculative", {{"acceptance", {{"rates", {0.9, 0.5, 0.1}}}}}}},
+       {none,
+        {{"speculative", {{"acceptance", {{"rates", {0.9, 0.5, 0.1}}}}}}},
         ConfigKey("speculative.acceptance.rates")}},
       {"speculative.acceptance.histogram",
        {none,
-        {{"speculative",
-          {{"acceptance", {{"model", "empirical"}, {"histogram", {1, 1, 1, 1}}}}}}},
+        {{"speculative", {{"acceptance", {{"model", "empirical"}, {"histogram", {1, 1, 1, 1}}}}}}},
         ConfigKey("speculative.acceptance.histogram")}},
       {"cost_model.kind",
-       {none, {{"cost_model", {{"kind", "table"}, {"table", "t.csv"}}}}, ConfigKey("cost_model.kind")}},
+       {none,
+        {{"cost_model", {{"kind", "table"}, {"table", "t.csv"}}}},
+        ConfigKey("cost_model.kind")}},
       {"cost_model.gpu", {none, {{"cost_model", {{"gpu", "h100"}}}}, ConfigKey("cost_model.gpu")}},
       {"cost_model.table",
        {none, {{"cost_model", {{"table", "t.csv"}}}}, ConfigKey("cost_model.table")}},
@@ -353,9 +362,9 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
   int walked = 0;
   for (const ConfigObjectFields& object : EngineJsonFields()) {
     for (std::string_view field : object.fields) {
-      const std::string name =
-          object.path.empty() ? std::string(field)
-                              : absl::StrCat(AbslView(object.path), ".", AbslView(field));
+      const std::string name = object.path.empty()
+                                   ? std::string(field)
+                                   : absl::StrCat(AbslView(object.path), ".", AbslView(field));
       auto it = table.find(name);
       if (it == table.end()) {
         ADD_FAILURE() << "engine field '" << name << "' has no entry in the walk";
@@ -409,8 +418,8 @@ Json Layers(std::vector<Json> layers) {
 }
 
 TEST(EveryInputTest, EveryModelFieldTakesEffectOrIsRefused) {
-  const Json full = {{"kind", "full_attention"}, {"count", 4}, {"num_kv_heads", 8},
-                     {"head_size", 128}};
+  const Json full = {
+      {"kind", "full_attention"}, {"count", 4}, {"num_kv_heads", 8}, {"head_size", 128}};
   const Json mla = {{"kind", "mla"}, {"count", 4}, {"kv_lora_rank", 512}, {"qk_rope_head_dim", 64}};
   const Json mamba = {{"kind", "mamba"}, {"count", 4}, {"state_bytes", 1 << 20}};
   auto with = [](Json layer, const Json& patch) {
@@ -472,18 +481,17 @@ TEST(EveryInputTest, EveryModelFieldTakesEffectOrIsRefused) {
       {"layers[].kv_dtype",
        {Layers({full}), Layers({with(full, {{"kv_dtype", "fp8"}})}), PlanKey("groups")}},
       {"layers[].drafter",
-       {Layers({full, full}), Layers({full, with(full, {{"drafter", true}})}),
-        PlanKey("groups"), 1, "h200"}},
+       {Layers({full, full}), Layers({full, with(full, {{"drafter", true}})}), PlanKey("groups"), 1,
+        "h200"}},
       {"layers[].description",
-       {Layers({full}), Layers({with(full, {{"description", "x"}})}),
-        Doc()}},
+       {Layers({full}), Layers({with(full, {{"description", "x"}})}), Doc()}},
   };
   int walked = 0;
   for (const ConfigObjectFields& object : ModelJsonFields()) {
     for (std::string_view field : object.fields) {
-      const std::string name =
-          object.path.empty() ? std::string(field)
-                              : absl::StrCat(AbslView(object.path), ".", AbslView(field));
+      const std::string name = object.path.empty()
+                                   ? std::string(field)
+                                   : absl::StrCat(AbslView(object.path), ".", AbslView(field));
       auto it = table.find(name);
       if (it == table.end()) {
         ADD_FAILURE() << "model field '" << name << "' has no entry in the walk";

@@ -1,6 +1,6 @@
 // HuggingFace config.json import (issue 7). The configs in tests/data/hf/ carry the values of the
 // public model cards (see tests/data/hf/README.md); expected bytes are computed here from the
-// page formulas of reference §2 and the state shapes of vLLM's MambaStateShapeCalculator.
+// page formulas of docs/semantics.md §2 and the state shapes of vLLM's MambaStateShapeCalculator.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -36,9 +36,7 @@ absl::Status ImportError(const std::string& text, ModelLoadOptions options = {})
   return ImportHfConfig(text, "cfg.json", options).status();
 }
 
-std::string ErrorText(const std::string& text) {
-  return std::string(ImportError(text).message());
-}
+std::string ErrorText(const std::string& text) { return std::string(ImportError(text).message()); }
 
 int DtypeBytes(KvDtype dtype) {
   switch (dtype) {
@@ -125,9 +123,10 @@ TEST(HfConfigTest, TensorParallelThatSplitsNoHeadsEvenlyIsAnError) {
                     HasSubstr("tensor_parallel_size 3")));
   ModelLoadOptions tp0;
   tp0.tensor_parallel_size = 0;
-  EXPECT_THAT(std::string(
-                  ImportHfConfig(ReadData("llama-3.1-8b-instruct"), "llama.json", tp0).status().message()),
-              HasSubstr("tensor_parallel_size must be at least 1"));
+  EXPECT_THAT(
+      std::string(
+          ImportHfConfig(ReadData("llama-3.1-8b-instruct"), "llama.json", tp0).status().message()),
+      HasSubstr("tensor_parallel_size must be at least 1"));
 }
 
 TEST(HfConfigTest, KvDtypeComesFromOptions) {
@@ -203,8 +202,8 @@ TEST(HfConfigTest, PartialSlidingWindowIsRejectedLikeVllm) {
       R"({"model_type": "qwen2", "num_hidden_layers": 28, "num_attention_heads": 28,
           "num_key_value_heads": 4, "hidden_size": 3584, "use_sliding_window": true,
           "sliding_window": 4096, "max_window_layers": 21})");
-  EXPECT_THAT(std::string(status.message()), AllOf(HasSubstr("'max_window_layers'"),
-                                      HasSubstr("only some layers")));
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("'max_window_layers'"), HasSubstr("only some layers")));
 }
 
 // ---- gpt-oss and Gemma: sliding and full layers ------------------------------------------------
@@ -264,7 +263,7 @@ TEST(HfConfigTest, Gemma3NestedTextConfigFiveLocalToOneGlobal) {
   EXPECT_EQ(swa.sliding_window, 1024);
   EXPECT_EQ(swa.num_kv_heads, 16);
   EXPECT_EQ(swa.head_size, 128);
-  EXPECT_EQ(KvBytesPerToken(swa), 8192);  // reference §13.C: same bytes for both kinds
+  EXPECT_EQ(KvBytesPerToken(swa), 8192);  // docs/semantics.md §13.C: same bytes for both kinds
   EXPECT_EQ(KvBytesPerToken(full), 8192);
   ModelSpec m12 = Import("gemma-3-12b-it");  // no head_dim: Gemma3TextConfig's 256
   EXPECT_EQ(Entry(m12, LayerKind::kFullAttention).count, 8);
@@ -339,7 +338,7 @@ TEST(HfConfigTest, DeepseekV3MlaWithMtpDrafterLayer) {
   EXPECT_EQ(target.count, 61);
   EXPECT_EQ(target.kv_lora_rank, 512);
   EXPECT_EQ(target.qk_rope_head_dim, 64);
-  EXPECT_EQ(KvBytesPerToken(target), 1152);  // reference §2.1: 576-dim latent in bf16
+  EXPECT_EQ(KvBytesPerToken(target), 1152);  // docs/semantics.md §2.1: 576-dim latent in bf16
   EXPECT_EQ(mtp.count, 1);
   EXPECT_EQ(KvBytesPerToken(mtp), 1152);
   EXPECT_TRUE(model.layers[1].drafter);  // drafters come after the target layers
@@ -440,9 +439,7 @@ TEST(HfConfigTest, Qwen35LayerTypesAndFloat32SsmState) {
 }
 
 // vLLM's kda_state_shape: conv of 3·heads·dim channels in bf16, recurrent state in float32.
-int64_t KdaStateBytes(int tp) {
-  return 3 * (3 * 32 * 128 / tp) * 2 + (32 / tp) * 128 * 128 * 4;
-}
+int64_t KdaStateBytes(int tp) { return 3 * (3 * 32 * 128 / tp) * 2 + (32 / tp) * 128 * 128 * 4; }
 
 TEST(HfConfigTest, KimiLinearKdaAndMlaLayers) {
   ModelSpec model = Import("kimi-linear-48b-a3b-instruct");
@@ -482,8 +479,9 @@ TEST(HfConfigTest, LinearAttentionHeadsMustSplitOverTensorParallel) {
   tp3.tensor_parallel_size = 3;
   absl::Status status =
       ImportHfConfig(ReadData("kimi-linear-48b-a3b-instruct"), "k.json", tp3).status();
-  EXPECT_THAT(std::string(status.message()), AllOf(HasSubstr("'linear_attn_config.num_heads'"),
-                                      HasSubstr("not divisible by tensor_parallel_size 3")));
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("'linear_attn_config.num_heads'"),
+                    HasSubstr("not divisible by tensor_parallel_size 3")));
 }
 
 // ---- Errors ------------------------------------------------------------------------------------

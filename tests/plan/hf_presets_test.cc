@@ -78,7 +78,8 @@ const std::vector<Preset>& Presets() {
        "52 + 10."},
       {"llama-4-scout", "llama-4-scout-17b-16e-instruct",
        Hf("meta-llama/Llama-4-Scout-17B-16E-Instruct"),
-       "text_config nested; no_rope_layers is empty, so the default interval 4 applies: RoPE layers "
+       "text_config nested; no_rope_layers is empty, so the default interval 4 applies: RoPE "
+       "layers "
        "use chunked local attention (chunk 8192), every fourth layer is a NoPE full-attention "
        "layer: 36 + 12. vLLM may disable the hybrid KV cache manager for chunked local attention "
        "on some backends (an engine setting)."},
@@ -93,8 +94,7 @@ const std::vector<Preset>& Presets() {
       {"kimi-k2", "kimi-k2-instruct", Hf("moonshotai/Kimi-K2-Instruct"),
        "DeepSeek-V3 architecture: MLA on all 61 layers (576-element latent, 1152 B/token bf16); "
        "num_nextn_predict_layers 0, so no drafter layers."},
-      {"qwen3-next-80b-a3b", "qwen3-next-80b-a3b-instruct",
-       Hf("Qwen/Qwen3-Next-80B-A3B-Instruct"),
+      {"qwen3-next-80b-a3b", "qwen3-next-80b-a3b-instruct", Hf("Qwen/Qwen3-Next-80B-A3B-Instruct"),
        "full_attention_interval 4: 12 full-attention layers (2 KV heads x 256) and 36 gated delta "
        "net layers. GDN state per rank (vLLM gated_delta_net_state_shape): conv (4-1) x "
        "(2*16*128 + 32*128) bf16 = 49,152 B + recurrent 32 x 128 x 128 bf16 = 1,048,576 B; "
@@ -102,7 +102,8 @@ const std::vector<Preset>& Presets() {
        "layer (vLLM's default of 1) as a full-attention drafter layer."},
       {"kimi-linear-48b-a3b", "kimi-linear-48b-a3b-instruct",
        Hf("moonshotai/Kimi-Linear-48B-A3B-Instruct"),
-       "linear_attn_config lists (1-based) 7 MLA layers (576-element latent, 1152 B/token bf16) and "
+       "linear_attn_config lists (1-based) 7 MLA layers (576-element latent, 1152 B/token bf16) "
+       "and "
        "20 KDA layers. KDA state per rank (vLLM kda_state_shape / kda_state_dtype): conv (4-1) x "
        "3*32*128 bf16 = 73,728 B + recurrent 32 x 128 x 128 float32 = 2,097,152 B; no "
        "speculative conv columns. No MTP layers."},
@@ -140,7 +141,7 @@ std::string DtypeName(KvDtype dtype) {
   return "?";
 }
 
-// The native model JSON (DESIGN §4.2) of a converted model.
+// The native model JSON (docs/design.md §4.2) of a converted model.
 // `active` is the preset file as it stands: its active-parameter count and the source of that
 // number are hand-written metadata (the config does not give them), carried over unchanged.
 OrderedJson ToNative(const Preset& preset, const ModelSpec& model, const OrderedJson& active) {
@@ -238,7 +239,7 @@ TEST(HfPresetsTest, PresetsMatchTheirConvertedConfigs) {
 TEST(HfPresetsTest, PresetsLoadThroughTheNativeParser) {
   const std::string root = PREFIXSIM_SOURCE_DIR;
   // At TP > 1 the native presets (whole-model shapes) are split by docs/planner.md's rules and
-  // must give what the HF mapping gives at that TP (vLLM's per-rank shapes, reference §2).
+  // must give what the HF mapping gives at that TP (vLLM's per-rank shapes, docs/semantics.md §2).
   for (const Preset& preset : Presets()) {
     for (int tp : {1, 2, 8}) {
       SCOPED_TRACE(preset.name + " tp " + std::to_string(tp));

@@ -1,5 +1,5 @@
 // tensor_parallel_size and kv_cache_dtype on native models and HF configs (issue 26;
-// docs/planner.md). Expected numbers come from the page formulas of reference §2.1
+// docs/planner.md). Expected numbers come from the page formulas of docs/semantics.md §2.1
 // (page = B·H·(Dk+Dv)·s per layer, MLA B·(kv_lora_rank+rope)·s), vLLM's per-rank KV heads
 // max(1, total / tp) (ModelConfig.get_num_kv_heads, MLA: the latent on every rank) and §6.4
 // (num_blocks = kv_cache_bytes // bytes_per_block, kv_cache_bytes per GPU).
@@ -28,8 +28,7 @@ struct Loaded {
 
 // What `prefixsim resolve` does: the engine first, then the model with the engine's TP and dtype.
 absl::StatusOr<Loaded> Resolve(std::string_view model, std::string_view engine, int tp,
-                               std::optional<KvDtype> dtype = {},
-                               std::string_view policy = "new") {
+                               std::optional<KvDtype> dtype = {}, std::string_view policy = "new") {
   Loaded out;
   PREFIXSIM_ASSIGN_OR_RETURN(out.engine, LoadEngine(engine));
   out.engine.tensor_parallel_size = tp;
@@ -99,7 +98,7 @@ TEST(ParallelismTest, MlaLatentIsReplicatedAtTp8) {
   const int64_t page = 64 * (512 + 64) * 2;
   EXPECT_EQ(tp8->plan.groups[0].page_bytes, page);
   EXPECT_EQ(tp8->plan.num_blocks, (int64_t{64} << 30) / (61 * page));
-  // fp8 halves the latent (reference §2.1: 576 B/token).
+  // fp8 halves the latent (docs/semantics.md §2.1: 576 B/token).
   auto fp8 = Resolve("deepseek-v3", "h200", 8, KvDtype::kFp8);
   ASSERT_TRUE(fp8.ok()) << fp8.status();
   EXPECT_EQ(fp8->plan.groups[0].page_bytes, 64 * 576);

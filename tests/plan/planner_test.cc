@@ -1,4 +1,4 @@
-// The KV planner against the reference's worked examples (reference §4–§7, §13).
+// The KV planner against the reference's worked examples (docs/semantics.md §4–§7, §13).
 #include <gtest/gtest.h>
 
 #include "prefixsim/engine_config.h"
@@ -285,7 +285,8 @@ TEST(PlannerTest, SharedSkipQuantPageIsTheSwaBudget) {
   ModelSpec model = Preset("kimi-k3-like");
   EngineConfig engine = Engine("kimi-k3-dspark");
   engine.skip_page_size_padded = 40000;  // shared page: SWA picks 32 under both policies
-  engine.backends[LayerKind::kSlidingWindow] = AttentionBackend{"ODD", {{16, false}, {32, false}}, 16};
+  engine.backends[LayerKind::kSlidingWindow] =
+      AttentionBackend{"ODD", {{16, false}, {32, false}}, 16};
   // 32 * 1024 = 32,768 padded to 40,000 bytes, which does not divide the MLA page, so unify pads
   // it and the 32-token block runs unsplit: valid.
   KvPlan plan = Plan(model, engine, "new");

@@ -1,8 +1,9 @@
-// The SWA kernel-block selector under both policies (reference §5.1, §5.2).
+// The SWA kernel-block selector under both policies (docs/semantics.md §5.1, §5.2).
+#include "prefixsim/policy.h"
+
 #include <gtest/gtest.h>
 
 #include "prefixsim/engine_config.h"
-#include "prefixsim/policy.h"
 
 namespace prefixsim {
 namespace {
@@ -50,7 +51,7 @@ TEST(NewPolicyTest, MultipleOfTakesPrimary) {
   EXPECT_EQ(New(Backend({MultipleOf(16)}), 1024, std::nullopt, 1536), 1536);
 }
 TEST(NewPolicyTest, MultipleOfRoundsDownWhenBaseDoesNotDividePrimary) {
-  // P = 1650: floor(1650 / 16) * 16 = 1648, not a divisor of P (reference §5.2 fixture).
+  // P = 1650: floor(1650 / 16) * 16 = 1648, not a divisor of P (docs/semantics.md §5.2 fixture).
   EXPECT_EQ(New(Backend({MultipleOf(16)}), 1024, std::nullopt, 1650), 1648);
 }
 TEST(NewPolicyTest, IntOnlyTakesLargestWithinBudget) {
@@ -71,8 +72,9 @@ TEST(NewDivisorOfPolicyTest, KeepsPrimaryElseFallsBackToOld) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->SlidingWindowBlockSize(Backend({MultipleOf(16)}), 1024, std::nullopt, 1536), 1536);
   // FlashInfer: new would pick 64 (not P), so the old smallest block 16 comes back.
-  EXPECT_EQ(p->SlidingWindowBlockSize(Backend({Int(16), Int(32), Int(64)}), 1024, std::nullopt, 1536),
-            16);
+  EXPECT_EQ(
+      p->SlidingWindowBlockSize(Backend({Int(16), Int(32), Int(64)}), 1024, std::nullopt, 1536),
+      16);
 }
 
 TEST(NewPolicyTest, SharedPageBehaviourUnchanged) {

@@ -1,4 +1,4 @@
-// `prefixsim resolve` end to end: presets, JSON output, exit codes (DESIGN §4.1).
+// `prefixsim resolve` end to end: presets, JSON output, exit codes (docs/design.md §4.1).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -35,8 +35,8 @@ TEST(ResolveCliTest, JsonPlanForThePr53007Case) {
   EXPECT_EQ(new_plan["scheduler_block_size"], 1536);
   bool found_swa = false;
   for (const auto& g : new_plan["groups"]) {
-    for (const char* key : {"kind", "num_layers", "block_size", "page_bytes", "padding_bytes",
-                            "drafter"}) {
+    for (const char* key :
+         {"kind", "num_layers", "block_size", "page_bytes", "padding_bytes", "drafter"}) {
       EXPECT_TRUE(g.contains(key)) << key;
     }
     if (g["kind"] == "sliding_window") {
@@ -71,8 +71,8 @@ TEST(ResolveCliTest, HelpListsPolicies) {
 }
 
 TEST(ResolveCliTest, BadInputExitsTwoNamingFileAndField) {
-  const std::string model = WriteTemp("bad_model.json",
-                                      "{\"layers\": [\n  {\"kind\": \"attention\", \"count\": 2}]}");
+  const std::string model =
+      WriteTemp("bad_model.json", "{\"layers\": [\n  {\"kind\": \"attention\", \"count\": 2}]}");
   auto run = RunCli("resolve -m " + model + " -e kimi-k3");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_THAT(run.output, HasSubstr("bad_model.json:2: field 'layers[0].kind'"));
@@ -104,7 +104,8 @@ TEST(ResolveCliTest, BadInputExitsTwoNamingFileAndField) {
 }
 
 TEST(ResolveCliTest, MlaThatCanBeNeitherScaledNorPaddedExitsTwo) {
-  const std::string model = WriteTemp("mla_fp8.json", R"({"name": "kimi-fp8", "tensor_parallel_size": 4, "layers": [
+  const std::string model =
+      WriteTemp("mla_fp8.json", R"({"name": "kimi-fp8", "tensor_parallel_size": 4, "layers": [
     {"kind": "mla", "count": 24, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "kv_dtype": "fp8"},
     {"kind": "mamba", "count": 69, "state_bytes": 1740800},
     {"kind": "sliding_window", "count": 5, "num_kv_heads": 4, "head_size": 128,
@@ -121,17 +122,19 @@ namespace prefixsim {
 namespace {
 
 TEST(ResolveCliTest, KvCacheDtypeFlagReachesHuggingFaceImport) {
-  const std::string config = std::string(PREFIXSIM_SOURCE_DIR) + "/tests/data/hf/llama-3.1-8b-instruct.json";
+  const std::string config =
+      std::string(PREFIXSIM_SOURCE_DIR) + "/tests/data/hf/llama-3.1-8b-instruct.json";
   auto bf16 = prefixsim::testing::RunCli("resolve -m " + config + " -e llama-3.1-8b --json");
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
   auto fp8 = prefixsim::testing::RunCli("resolve -m " + config +
                                         " -e llama-3.1-8b --kv-cache-dtype fp8 --json");
   ASSERT_EQ(fp8.exit_code, 0) << fp8.output;
-  const auto bf16_page = nlohmann::json::parse(bf16.output)["groups"][0]["page_bytes"].get<int64_t>();
+  const auto bf16_page =
+      nlohmann::json::parse(bf16.output)["groups"][0]["page_bytes"].get<int64_t>();
   const auto fp8_page = nlohmann::json::parse(fp8.output)["groups"][0]["page_bytes"].get<int64_t>();
   EXPECT_EQ(bf16_page, 2 * fp8_page);
-  auto bad = prefixsim::testing::RunCli("resolve -m " + config +
-                                        " -e llama-3.1-8b --kv-cache-dtype int2");
+  auto bad =
+      prefixsim::testing::RunCli("resolve -m " + config + " -e llama-3.1-8b --kv-cache-dtype int2");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_THAT(bad.output, ::testing::HasSubstr("--kv-cache-dtype"));
 }

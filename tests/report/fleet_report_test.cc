@@ -103,8 +103,7 @@ TEST(FleetReportTest, HtmlPageOfATwoReplicaReplayHasTheFleetSection) {
     EXPECT_EQ(rows[i][0], std::to_string(i));
     EXPECT_EQ(rows[i][1], std::to_string(rep["requests"].get<int64_t>()));
     EXPECT_EQ(rows[i][2], std::to_string(rep["finished_requests"].get<int64_t>()));
-    EXPECT_EQ(rows[i][3],
-              absl::StrFormat("%.2f", 100.0 * rep["hit_rate"].get<double>()));
+    EXPECT_EQ(rows[i][3], absl::StrFormat("%.2f", 100.0 * rep["hit_rate"].get<double>()));
   }
   // The summary table says it is a fleet, and both bar charts draw one bar per replica.
   EXPECT_NE(page.find("<tr><td>replicas</td><td>2</td></tr>"), std::string::npos);

@@ -1,5 +1,6 @@
 // The mamba-aligned prefill split, stop by stop (docs/semantics.md "Mamba-aligned prefill split";
-// reference §11; vLLM Scheduler._mamba_block_aligned_split with the shared-prefix junction stop).
+// docs/semantics.md §11; vLLM Scheduler._mamba_block_aligned_split with the shared-prefix junction
+// stop).
 #include <gtest/gtest.h>
 
 #include "sim/sched/scheduler.h"

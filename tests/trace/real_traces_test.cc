@@ -1,12 +1,11 @@
 // The public traces in traces/real/ (zstd copies): exact counts and
 // the facts its README lists, plain and compressed.
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <string>
-
-#include <zstd.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "tests/trace/trace_test_util.h"

@@ -5,8 +5,8 @@
 //     cost = overlap_weight x (prompt tokens it would have to compute) + outstanding tokens,
 // ties to the lower load, then the lower index.
 //  * kv_aware counts the overlap the replica would really serve: its own lookup rule (the
-//    hybrid fixed point over all groups, the alignment to A, the L-1 cap; reference §9) run on
-//    the mirror. With RouterConfig::verify_index every overlap is checked against the replica's
+//    hybrid fixed point over all groups, the alignment to A, the L-1 cap; docs/semantics.md §9) run
+//    on the mirror. With RouterConfig::verify_index every overlap is checked against the replica's
 //    own cache.
 //  * kv_aware_unaligned counts what a hybrid-unaware router sees in the events: the run of the
 //    primary group's blocks cached from the start, with no alignment to A, no other group and no

@@ -1,6 +1,6 @@
-// Post-#53007 with the downstream "divisor_of" patch (reference §5.2, §15): keep the new policy's
-// choice only when it is the primary block size itself; otherwise fall back to the old smallest
-// kernel block, so int-only backends (FlashInfer) do not pad SWA pages heavily.
+// Post-#53007 with the downstream "divisor_of" patch (docs/semantics.md §5.2, §15): keep the new
+// policy's choice only when it is the primary block size itself; otherwise fall back to the old
+// smallest kernel block, so int-only backends (FlashInfer) do not pad SWA pages heavily.
 #include "sim/plan/policies/policies.h"
 
 namespace prefixsim {

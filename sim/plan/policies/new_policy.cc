@@ -1,6 +1,6 @@
 // Post-#53007: a sliding-window layer starts from the primary block size when the page budget
 // allows, so the scheduler LCM stays at the primary size and unify pads instead of scaling
-// (reference §5.2).
+// (docs/semantics.md §5.2).
 #include <algorithm>
 
 #include "sim/plan/policies/policies.h"

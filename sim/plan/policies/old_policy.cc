@@ -1,5 +1,5 @@
 // Pre-#53007: a sliding-window layer starts from its backend's smallest kernel block and relies on
-// page unification to scale it up (reference §5.1).
+// page unification to scale it up (docs/semantics.md §5.1).
 #include <algorithm>
 
 #include "sim/plan/policies/policies.h"
