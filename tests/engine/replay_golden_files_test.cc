@@ -54,7 +54,15 @@ INSTANTIATE_TEST_SUITE_P(
                           "--model llama-3.1-8b-layout --engine llama-3.1-8b-eagle --policy new"},
                       GoldenCase{"tokens_gpt_oss", "sample_tokens.jsonl",
                                  "--model gpt-oss-20b-layout --engine gpt-oss-20b --policy new "
-                                 "--num-gpu-blocks 700 --max-model-len 4800"}),
+                                 "--num-gpu-blocks 700 --max-model-len 4800"},
+                      // MTP (the EAGLE-style drop, docs/semantics.md §9.4) on a mamba hybrid.
+                      GoldenCase{"chat_kimi_mtp_tp4", "sample_chat.jsonl",
+                                 "--model kimi-k3-like --engine h200-mtp --policy new "
+                                 "--tensor-parallel-size 4"},
+                      // A pool small enough to preempt: nonzero preempted_* figures (§12).
+                      GoldenCase{"chat_llama_preempting", "sample_chat.jsonl",
+                                 "--model llama-3.1-8b-layout --engine llama-3.1-8b --policy new "
+                                 "--num-gpu-blocks 400"}),
     [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

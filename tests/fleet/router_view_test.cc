@@ -1,0 +1,136 @@
+// The router's view of a replica against the replica's own lookup (issue 33, area 4;
+// docs/semantics.md §9 and docs/design.md §2 "Fleet"): on generated plans of every kind, after
+// random traffic with evictions, the overlap a kv_aware router reads on its event-fed mirror of a
+// replica's cache equals the hit the replica's admission lookup (GetComputedBlocks) gives the same
+// prompt. The replica side goes through public KvCacheManager calls only.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "prefixsim/kv_cache_manager.h"
+#include "sim/kv/index_mirror.h"
+#include "tests/kv/kv_test_util.h"
+
+namespace prefixsim {
+namespace {
+
+using testing_kv::Concat;
+using testing_kv::Group;
+using testing_kv::Iota;
+using testing_kv::Literal;
+using testing_kv::Plan;
+using testing_kv::Unitary;
+
+// The one place this test reaches the routing peek (what sim/fleet/routers/kv_aware.cc reads per
+// replica): the prompt's hashes at H, then the admission lookup run on the router's mirror.
+int64_t RouterOverlap(KvCacheManager& kv, const Request& request, const kv::IndexMirror& mirror) {
+  std::vector<kv::HashPair> hashes;
+  kv.HashPrompt(request, &hashes);
+  return kv.PeekPromptHit(request, hashes, &mirror);
+}
+
+struct PlanCase {
+  std::string name;
+  KvPlan plan;
+};
+
+KvPlan Eagle(KvPlan p) {
+  for (KvGroup& g : p.groups) g.is_eagle_group = true;
+  return p;
+}
+
+// Every plan kind: full only; SWA hybrid; mamba hybrid (A = S > H); mamba-free hybrids whose
+// non-full group has a block smaller than S; a fine-grained (partial-hit) mamba plan; and EAGLE
+// variants (docs/semantics.md §7, §9.2-§9.4).
+std::vector<PlanCase> Plans(int64_t num_blocks) {
+  std::vector<PlanCase> out;
+  out.push_back({"full_only", Unitary(LayerKind::kFullAttention, 16, num_blocks)});
+  out.push_back({"full_only_eagle", Unitary(LayerKind::kFullAttention, 16, num_blocks, 0, true)});
+  out.push_back({"swa_hybrid", Plan({Group(LayerKind::kFullAttention, 16),
+                                     Group(LayerKind::kSlidingWindow, 16, 33)},
+                                    num_blocks, 16, 16, 16)});
+  out.push_back(
+      {"mamba_hybrid", Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kMamba, 32)},
+                            num_blocks, 32, 16, 32)});
+  out.push_back({"swa_smaller_than_s", Plan({Group(LayerKind::kFullAttention, 32),
+                                             Group(LayerKind::kSlidingWindow, 16, 20)},
+                                            num_blocks, 32, 16, 32)});
+  out.push_back({"two_swa_smaller_than_s", Plan({Group(LayerKind::kFullAttention, 48),
+                                                 Group(LayerKind::kSlidingWindow, 16, 20),
+                                                 Group(LayerKind::kSlidingWindow, 8, 12)},
+                                                num_blocks, 48, 8, 48)});
+  out.push_back({"swa_smaller_than_s_eagle", Eagle(Plan({Group(LayerKind::kFullAttention, 32),
+                                                         Group(LayerKind::kSlidingWindow, 16, 20)},
+                                                        num_blocks, 32, 16, 32))});
+  KvPlan partial = Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kMamba, 64)},
+                        num_blocks, 64, 16, 16);
+  partial.partial_hits = true;
+  out.push_back({"mamba_partial_hits", partial});
+  return out;
+}
+
+// A prompt: one of four shared prefixes (random length), then a unique tail.
+std::vector<uint32_t> RandomPrompt(std::mt19937_64& rng, uint32_t unique) {
+  const uint32_t prefix = static_cast<uint32_t>(rng() % 4);
+  const int shared = static_cast<int>(rng() % 200);
+  const int tail = 1 + static_cast<int>(rng() % 60);
+  return Concat(Iota(shared, 1000000 * (prefix + 1)), Iota(tail, 100000000 + 1000 * unique));
+}
+
+TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
+  for (const PlanCase& c : Plans(/*num_blocks=*/128)) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      SCOPED_TRACE(c.name + " seed " + std::to_string(seed));
+      KvCacheOptions options;
+      options.check_invariants = true;
+      KvCacheManager kv(c.plan, options);
+      kv::IndexMirror mirror(c.plan.num_blocks);
+      kv.SetCacheEventListener(&mirror);
+      std::mt19937_64 rng(seed);
+      std::deque<Request> requests;  // outlive their registration
+      uint64_t next_id = 1;
+      int64_t checks = 0, nonzero = 0;
+      for (int step = 0; step < 80; ++step) {
+        // Probe: the router's view first, then the replica's own admission lookup.
+        requests.push_back(Literal(next_id++, RandomPrompt(rng, static_cast<uint32_t>(step))));
+        Request& probe = requests.back();
+        const int64_t routed = RouterOverlap(kv, probe, mirror);
+        KvRequestHandle h = kv.AddRequest(&probe);
+        const PrefixHit hit = kv.GetComputedBlocks(h);
+        EXPECT_EQ(routed, hit.hit_tokens) << "step " << step << " prompt " << probe.prompt_tokens;
+        ++checks;
+        nonzero += hit.hit_tokens > 0;
+        // Serve it (a prefill in chunks ending on 64-token boundaries, where mamba states are
+        // kept, docs/semantics.md §11.1; then one decode step) and free it: its blocks stay
+        // cached until evicted by later requests in this small pool.
+        int64_t computed = 0, new_computed = hit.hit_tokens;
+        bool ok = true;
+        while (ok && computed + new_computed < probe.prompt_tokens) {
+          const int64_t start = computed + new_computed;
+          const int64_t end = std::min<int64_t>((start / 64 + 1) * 64, probe.prompt_tokens);
+          ok = kv.AllocateSlots(h, computed, end - start, new_computed, 0);
+          computed = end;
+          new_computed = 0;
+        }
+        if (ok) {
+          kv.SetNumTokens(h, probe.prompt_tokens + 1);
+          kv.AllocateSlots(h, probe.prompt_tokens, 1, 0, 0);
+        }
+        kv.Free(h);
+        kv.RemoveRequest(probe.id);
+      }
+      EXPECT_EQ(checks, 80);
+      EXPECT_GT(nonzero, 0) << "the traffic must produce hits for the property to mean anything";
+      EXPECT_GT(kv.counters().evicted_blocks, 0);
+      kv.SetCacheEventListener(nullptr);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace prefixsim

@@ -1,0 +1,117 @@
+// The JSON report of a run that preempts (issue 33, area 3): its prefix_cache.preempted_* figures
+// against independent counts from the per-request CSV of the same run (docs/semantics.md §12:
+// a re-admission of a preempted request is recorded in the preempted_* fields).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
+
+namespace prefixsim {
+namespace {
+
+using ::prefixsim::testing::ReadFile;
+using ::prefixsim::testing::RunCli;
+
+struct CsvRow {
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t preemptions = 0;
+  std::string skipped;
+};
+
+// The per-request CSV, by column name (docs/design.md §4.5).
+std::vector<CsvRow> ReadRequestsCsv(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  {
+    std::istringstream h(line);
+    std::string cell;
+    while (std::getline(h, cell, ',')) header.push_back(cell);
+  }
+  auto column = [&](const std::string& name) {
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) return static_cast<int>(i);
+    }
+    ADD_FAILURE() << "no column " << name << " in " << line;
+    return 0;
+  };
+  const int prompt = column("prompt_tokens"), output = column("output_tokens"),
+            preemptions = column("preemptions"), skipped = column("skipped");
+  std::vector<CsvRow> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::istringstream l(line);
+    std::string cell;
+    while (std::getline(l, cell, ',')) cells.push_back(cell);
+    if (cells.size() < header.size()) cells.resize(header.size());
+    CsvRow row;
+    row.prompt_tokens = std::stoll(cells[prompt]);
+    row.output_tokens = std::stoll(cells[output]);
+    row.preemptions = std::stoll(cells[preemptions]);
+    row.skipped = cells[skipped];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The sample chat trace on a pool of 400 blocks preempts (the same run as the golden file
+// replay_chat_llama_preempting.json, checked here without it).
+TEST(PreemptedReportTest, JsonPreemptedFiguresMatchTheRequestsCsv) {
+  const std::string src = PREFIXSIM_SOURCE_DIR;
+  const std::string base = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_preempting";
+  const auto r = RunCli("replay --trace " + src +
+                        "/traces/sample_chat.jsonl --model llama-3.1-8b-layout --engine "
+                        "llama-3.1-8b --policy new --num-gpu-blocks 400 --seed 3 --no-progress "
+                        "--json " +
+                        base + ".json --csv " + base + ".csv");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(ReadFile(base + ".json"));
+  const std::vector<CsvRow> rows = ReadRequestsCsv(ReadFile(base + ".csv"));
+  ASSERT_FALSE(rows.empty());
+
+  int64_t preemptions = 0;       // every preemption, served or not
+  int64_t readmissions = 0;      // preemptions of served requests: each one re-admitted once
+  int64_t first_admissions = 0;  // served requests, and skipped ones that ran before a preemption
+  int64_t min_queries = 0, max_queries = 0;
+  for (const CsvRow& row : rows) {
+    preemptions += row.preemptions;
+    if (row.skipped.empty()) {
+      readmissions += row.preemptions;
+      first_admissions += 1;
+      min_queries += row.preemptions * row.prompt_tokens;
+      max_queries += row.preemptions * (row.prompt_tokens + row.output_tokens - 1);
+    } else if (row.preemptions > 0) {
+      // Admitted, preempted, then found unable to fit the whole cache: never re-admitted.
+      first_admissions += 1;
+    }
+  }
+  ASSERT_GT(readmissions, 0) << "the run must preempt for this test to mean anything";
+
+  const nlohmann::json& pc = j.at("prefix_cache");
+  EXPECT_EQ(j.at("preemptions").get<int64_t>(), preemptions);
+  EXPECT_EQ(pc.at("requests").get<int64_t>(), first_admissions);
+  EXPECT_EQ(pc.at("preempted_requests").get<int64_t>(), readmissions);
+  const int64_t queries = pc.at("preempted_queries").get<int64_t>();
+  const int64_t hits = pc.at("preempted_hits").get<int64_t>();
+  EXPECT_GE(queries, min_queries);
+  EXPECT_LE(queries, max_queries);
+  EXPECT_GT(hits, 0);
+  EXPECT_LE(hits, queries);
+  EXPECT_DOUBLE_EQ(pc.at("preempted_hit_rate").get<double>(),
+                   static_cast<double>(hits) / static_cast<double>(queries));
+  // The non-preempted rate does not mix the re-admissions in.
+  EXPECT_DOUBLE_EQ(pc.at("hit_rate").get<double>(),
+                   static_cast<double>(pc.at("hits").get<int64_t>()) /
+                       static_cast<double>(pc.at("queries").get<int64_t>()));
+}
+
+}  // namespace
+}  // namespace prefixsim
