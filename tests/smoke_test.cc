@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "prefixsim/status.h"
+#include "sim/cli/exit_codes.h"
 
 namespace prefixsim {
 namespace {

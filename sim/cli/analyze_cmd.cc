@@ -14,9 +14,11 @@
 #include "prefixsim/analyze.h"
 #include "prefixsim/status.h"
 #include "prefixsim/trace.h"
-#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/exit_codes.h"
+#include "sim/cli/replay_common.h"
 #include "sim/cli/trace_flags.h"
+#include "sim/util/atomic_file.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -81,7 +83,7 @@ absl::Status RunAnalyze(const AnalyzeFlags& flags) {
   std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
   if (!flags.json_out.empty()) {
     PREFIXSIM_RETURN_IF_ERROR(
-        WriteFileAtomically(flags.json_out, AnalyzeResultToJson(result).dump(2) + "\n"));
+        WriteOutput(flags.json_out, AnalyzeResultToJson(result).dump(2) + "\n"));
   }
   return absl::OkStatus();
 }

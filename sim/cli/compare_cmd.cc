@@ -11,13 +11,15 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
-#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
+#include "sim/util/atomic_file.h"
+#include "sim/util/parallel_for.h"
 
 namespace prefixsim::cli {
 
@@ -87,17 +89,12 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     }
     // One thread per policy; each opens its own trace reader.
     std::vector<std::optional<absl::StatusOr<ReplayResult>>> results(plans.size());
-    std::vector<std::thread> threads;
     ReplayCliOptions run = options->replay;
     run.skip_teardown = true;  // the command exits after these replays
-    for (size_t i = 0; i < plans.size(); ++i) {
-      threads.emplace_back([&, i] {
-        results[i] =
-            RunReplay(run, loaded->model, loaded->engine, plans[i], i == 0 ? "compare" : "",
-                      /*keep_records=*/!options->html.html_path.empty());
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    ParallelFor(plans.size(), static_cast<int>(plans.size()), [&](size_t i) {
+      results[i] = RunReplay(run, loaded->model, loaded->engine, plans[i], i == 0 ? "compare" : "",
+                             /*keep_records=*/!options->html.html_path.empty());
+    });
     std::vector<ReplayResult> ok;
     for (size_t i = 0; i < results.size(); ++i) {
       if (!results[i]->ok()) {
@@ -114,8 +111,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     ReportOptions report;
     report.include_wall_time = !options->replay.no_wall_time;
     if (!options->json_path.empty()) {
-      absl::Status s =
-          WriteTextFile(options->json_path, ComparisonToJson(ok, report).dump(2) + "\n");
+      absl::Status s = WriteOutput(options->json_path, ComparisonToJson(ok, report).dump(2) + "\n");
       if (!s.ok()) {
         ctx.exit_code = ReportError("compare", s);
         return;

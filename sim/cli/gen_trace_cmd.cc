@@ -5,9 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
-#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/exit_codes.h"
+#include "sim/cli/replay_common.h"
 #include "sim/trace/gen/workload_generator.h"
+#include "sim/util/atomic_file.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -30,7 +32,7 @@ absl::Status RunGenTrace(const GenTraceFlags& flags) {
                              GenerateWorkload(flags.workload));
   std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, flags.block_tokens)
                                                 : FormatTokensTrace(requests);
-  PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomically(flags.out, text));
+  PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.out, text));
   std::cout << "wrote " << requests.size() << " requests (" << flags.workload.kind << ", "
             << flags.format << ", " << text.size() << " bytes) to " << flags.out << "\n";
   return absl::OkStatus();

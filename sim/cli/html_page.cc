@@ -13,6 +13,7 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/status.h"
 #include "sim/cli/input_checks.h"
+#include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
 #include "sim/util/byte_size.h"
 
@@ -155,7 +156,7 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
   } else {
     page.analyze_error = std::string(analyzed.status().message());
   }
-  return WriteTextFile(options.html_path, HtmlReport(results, page));
+  return WriteOutput(options.html_path, HtmlReport(results, page));
 }
 
 }  // namespace prefixsim::cli

@@ -6,6 +6,7 @@
 #include "CLI/CLI.hpp"
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/util/did_you_mean.h"
 
 namespace {

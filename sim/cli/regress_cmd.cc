@@ -10,8 +10,11 @@
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
+#include "sim/cli/exit_codes.h"
+#include "sim/cli/replay_common.h"
 #include "sim/grid/grid.h"
 #include "sim/grid/regress.h"
+#include "sim/grid/sweep.h"
 
 namespace prefixsim::cli {
 
@@ -92,7 +95,7 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
     }
     if (o->update) {
       absl::Status s =
-          grid::WriteFileAtomic(o->baseline, grid::BaselineJson(*suite, summaries).dump(2) + "\n");
+          WriteOutput(o->baseline, grid::BaselineJson(*suite, summaries).dump(2) + "\n");
       if (!s.ok()) {
         ctx.exit_code = ReportError("regress", s);
         return;
@@ -121,7 +124,7 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
     std::ostream& verdict = report_on_stdout && o->format != "text" ? std::cerr : std::cout;
     if (report_on_stdout) {
       std::cout << text;
-    } else if (absl::Status s = grid::WriteFileAtomic(o->output, text); !s.ok()) {
+    } else if (absl::Status s = WriteOutput(o->output, text); !s.ok()) {
       ctx.exit_code = ReportError("regress", s);
       return;
     }

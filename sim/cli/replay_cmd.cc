@@ -7,8 +7,8 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
-#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
@@ -16,6 +16,7 @@
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
 #include "sim/spec/acceptance_model.h"
+#include "sim/util/atomic_file.h"
 
 namespace prefixsim::cli {
 
@@ -82,20 +83,27 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     // --csv without --html streams its rows as requests end (memory bounded by the requests in
     // flight, not the trace); --html needs every record in memory anyway.
     const bool stream_csv = !options->csv_path.empty() && options->html.html_path.empty();
+    // "-" streams to stdout; a file is published whole (or not at all) by csv_file->Commit().
     std::unique_ptr<AtomicFileWriter> csv_file;
+    std::ostream* csv_stream = nullptr;
     std::function<void(const RequestRecord&)> sink;
     if (stream_csv) {
-      auto opened = AtomicFileWriter::Open(options->csv_path);
-      if (!opened.ok()) {
-        ctx.exit_code = ReportError("replay", opened.status());
-        return;
+      if (options->csv_path == "-") {
+        csv_stream = &std::cout;
+      } else {
+        auto opened = AtomicFileWriter::Open(options->csv_path);
+        if (!opened.ok()) {
+          ctx.exit_code = ReportError("replay", opened.status());
+          return;
+        }
+        csv_file = *std::move(opened);
+        csv_stream = &csv_file->stream();
       }
-      csv_file = *std::move(opened);
       const EngineConfig& e = loaded->engine;
       const bool fleet = e.fleet.replicas > 1 || e.fleet.auto_replicas;
-      WriteRequestsCsvHeader(fleet, csv_file->stream());
-      sink = [&csv_file, fleet](const RequestRecord& rec) {
-        WriteRequestCsvRow(rec, fleet, csv_file->stream());
+      WriteRequestsCsvHeader(fleet, *csv_stream);
+      sink = [csv_stream, fleet](const RequestRecord& rec) {
+        WriteRequestCsvRow(rec, fleet, *csv_stream);
       };
     }
     ReplayCliOptions run = options->replay;
@@ -117,7 +125,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       ReportOptions report;
       report.include_wall_time = wall;
       absl::Status s =
-          WriteTextFile(options->json_path, ReplayResultToJson(*result, report).dump(2) + "\n");
+          WriteOutput(options->json_path, ReplayResultToJson(*result, report).dump(2) + "\n");
       if (!s.ok()) {
         ctx.exit_code = ReportError("replay", s);
         return;
@@ -129,10 +137,12 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
         ctx.exit_code = ReportError("replay", s);
         return;
       }
+    } else if (csv_stream != nullptr) {
+      csv_stream->flush();
     } else if (!options->csv_path.empty()) {
       std::ostringstream csv;
       WriteRequestsCsv(*result, csv);
-      absl::Status s = WriteTextFile(options->csv_path, csv.str());
+      absl::Status s = WriteOutput(options->csv_path, csv.str());
       if (!s.ok()) {
         ctx.exit_code = ReportError("replay", s);
         return;

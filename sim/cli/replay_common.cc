@@ -10,12 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/status.h"
-#include "sim/cli/atomic_file.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/trace_flags.h"
-#include "sim/trace/read_ahead.h"
+#include "sim/util/atomic_file.h"
 
 namespace prefixsim::cli {
 
@@ -63,32 +61,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
                                        const EngineConfig& engine, const KvPlan& plan,
                                        const std::string& progress_label, bool keep_records,
                                        std::function<void(const RequestRecord&)> record_sink) {
-  TraceOptions trace_options = o.trace_options;
-  trace_options.seed = o.seed;
-  // The trace is parsed on a second thread, ahead of the simulation (same requests, same order),
-  // which also hashes each prompt for the plan's KV managers.
-  bool has_prefix_identity = true;
-  const TraceOpener open_trace = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
-    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
-                               OpenTrace(o.trace, trace_options));
-    has_prefix_identity = reader->has_prefix_identity();
-    ReadAheadOptions read_ahead;
-    read_ahead.prepare = [&plan](Request* r) { KvCacheManager::PrepareRequest(plan, r); };
-    return ReadAhead(std::move(reader), read_ahead);
-  };
-  ReplayOptions options;
-  options.seed = o.seed;
-  options.check_invariants = o.check_invariants;
-  options.check_invariants_every = o.check_invariants_every;
-  options.kv_fast_path = !o.no_fast_path;
-  options.record_requests = keep_records;
-  options.record_sink = std::move(record_sink);
-  options.hit_rate_window_requests = o.hit_rate_window;
-  options.cost_active_params = o.active_params;
-  options.interrupt = InterruptFlag();  // set only where a command installed the handlers
-  options.skip_teardown = o.skip_teardown;
-  options.max_preemptions_without_finish = o.max_preemptions_without_finish;
-  options.max_steps_without_finish = o.max_steps_without_finish;
+  std::function<void(const ReplayProgress&)> progress;
   // Progress on stderr once the run has lasted a second: on a terminal one line rewritten in
   // place; elsewhere (a CI log, a file) a full line every 10 s, so a long run is seen alive.
   const bool show_progress = !o.no_progress && !progress_label.empty();
@@ -98,7 +71,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   const auto start = std::chrono::steady_clock::now();
   double last_print = 0;
   if (show_progress) {
-    options.progress = [&](const ReplayProgress& p) {
+    progress = [&](const ReplayProgress& p) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (elapsed < 1.0 || (!p.done && elapsed - last_print < interval_s)) return;
@@ -114,18 +87,18 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
     };
   }
   absl::StatusOr<ReplayResult> result =
-      ReplayWithFleetSizing(plan, model, engine, open_trace, options);
+      run::RunReplay(o, model, engine, plan, InterruptFlag(), std::move(progress), keep_records,
+                     std::move(record_sink));
   if (printed && terminal) std::fprintf(stderr, "\n");
-  if (result.ok()) result->trace_has_prefix_identity = has_prefix_identity;
   return result;
 }
 
-absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+absl::Status WriteOutput(const std::string& path, std::string_view contents) {
   if (path == "-") {
-    std::cout << text;
+    std::cout << contents;
     return absl::OkStatus();
   }
-  return WriteFileAtomically(path, text);
+  return WriteFileAtomically(path, contents);
 }
 
 }  // namespace prefixsim::cli

@@ -8,6 +8,7 @@
 #include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/plan/plan_format.h"
 
 namespace prefixsim::cli {

@@ -13,12 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
-#include "sim/cli/atomic_file.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/cli/interrupt.h"
 #include "sim/grid/grid.h"
+#include "sim/grid/merge.h"
+#include "sim/grid/sweep.h"
 #include "sim/report/report.h"
+#include "sim/util/atomic_file.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -124,7 +127,6 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
     so.jobs = o->jobs;
     so.resume = o->resume;
     so.include_wall_time = !o->no_wall_time;
-    so.quiet = o->quiet;
     if (!o->shard.empty()) {
       absl::Status s = grid::ParseShard(o->shard, &so.shard, &so.num_shards);
       if (!s.ok()) {
@@ -194,7 +196,10 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       return;
     }
     InstallInterruptHandlers();
-    auto stats = grid::RunSweep(*scenario, so);
+    const bool quiet = o->quiet;
+    auto stats = grid::RunSweep(*scenario, so, InterruptFlag(), [quiet](const grid::Point& p) {
+      if (!quiet) std::cerr << "sweep: point " << p.index << " (" << p.id << ") done\n";
+    });
     if (!stats.ok()) {
       ctx.exit_code = ReportError("sweep", stats.status());
       return;

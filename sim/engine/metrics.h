@@ -4,10 +4,10 @@
 #define PREFIXSIM_SIM_ENGINE_METRICS_H_
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "prefixsim/engine.h"
+#include "sim/sched/prefix_stats.h"  // HitRateWindow, RecordPrefixLookup
 
 namespace prefixsim {
 
@@ -47,29 +47,6 @@ class LatencySketch {
   double sum_ns_ = 0;  // exact below 2^53 ns in total, ~104 days
   int64_t max_ns_ = 0;
 };
-
-// vLLM's CachingMetrics: Σhits / Σqueries over the most recent `max_requests` non-preempted
-// admissions (docs/semantics.md §12; the 1000-request default is [inferred]).
-class HitRateWindow {
- public:
-  explicit HitRateWindow(int64_t max_requests) : max_requests_(max_requests) {}
-  void Observe(int64_t queries, int64_t hits);
-  int64_t queries() const { return queries_; }
-  int64_t hits() const { return hits_; }
-  double hit_rate() const {
-    return queries_ > 0 ? static_cast<double>(hits_) / static_cast<double>(queries_) : 0.0;
-  }
-
- private:
-  int64_t max_requests_;
-  std::deque<std::pair<int64_t, int64_t>> window_;
-  int64_t queries_ = 0;
-  int64_t hits_ = 0;
-};
-
-// Records one admission's lookup into vLLM's PrefixCacheStats (docs/semantics.md §12):
-// `preempted` = request.num_preemptions > 0.
-void RecordPrefixLookup(PrefixCacheStats* stats, bool preempted, int64_t queries, int64_t hits);
 
 // Adds the counters of one replica's result to a fleet's: every count summed, max_running the
 // largest. Plan, latency, rates, per_request and fleet are left alone (the fleet merges those

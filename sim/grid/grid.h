@@ -5,6 +5,7 @@
 #ifndef PREFIXSIM_SIM_GRID_GRID_H_
 #define PREFIXSIM_SIM_GRID_GRID_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,58 +70,11 @@ absl::Status ParseShard(const std::string& text, int* shard, int* num_shards);
 // runs. Errors name the scenario file and the point.
 absl::Status ValidatePoints(const Scenario& scenario);
 
-// Runs one point like `prefixsim replay` and returns its JSON summary.
+// Runs one point like `prefixsim replay` and returns its JSON summary. `interrupt` (may be null):
+// as run::RunReplay's (the summary is then marked partial).
 absl::StatusOr<nlohmann::ordered_json> RunPoint(const Scenario& scenario, const Point& point,
-                                                bool include_wall_time);
-
-// Headline metrics of a summary (hit_rate, ttft_p99_ms, ...), in a fixed order.
-nlohmann::ordered_json HeadlineMetrics(const nlohmann::ordered_json& summary);
-// The headline names and the JSON pointers into the summary they read, in that order
-// (regress takes the names as aliases of the pointers' dotted paths).
-const std::vector<std::pair<std::string, std::string>>& HeadlineMetricPointers();
-
-// The columns results.csv adds after the headline metrics: fleet_replicas (the fleet size run,
-// the one --replicas auto chose), fleet_router, fleet_imbalance (1, "" and 1 for one engine),
-// lost_to_alignment_tokens and overloaded. Not regress aliases: regress names them by their
-// summary paths (fleet.imbalance, ...).
-nlohmann::ordered_json FleetColumns(const nlohmann::ordered_json& summary);
-
-struct SweepOptions {
-  std::string out_dir;
-  int jobs = 0;  // 0: hardware concurrency
-  int shard = 0;
-  int num_shards = 1;
-  bool resume = false;
-  bool include_wall_time = true;
-  bool quiet = false;
-};
-
-struct SweepStats {
-  int64_t run = 0;
-  int64_t skipped = 0;  // already done (--resume)
-  // Interrupted (SIGINT/SIGTERM, see sim/cli/interrupt.h): the signal, and the points of the
-  // shard that were stopped or never started; none of them has a point file.
-  int interrupt_signal = 0;
-  int64_t not_run = 0;
-};
-
-// Runs the points of the shard on a thread pool, writes DIR/points/<index>-<id>.json (atomic)
-// and then DIR/results.{csv,json} from every point file in DIR. Interrupted, it starts no new
-// point, writes no file for a point that was stopped, and merges the finished ones.
-absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions& options);
-
-// Merges the point files of `dirs` into `out_dir` (points/ and results.{csv,json}).
-// `require_complete`: every index of the grid must be present.
-absl::Status MergeSweepDirs(const std::vector<std::string>& dirs, const std::string& out_dir,
-                            bool require_complete);
-
-// Writes `text` to `path` through a temp file in the same directory and a rename.
-absl::Status WriteFileAtomic(const std::string& path, const std::string& text);
-
-// Runs `points` on `jobs` threads; results[i] belongs to points[i] (order independent of jobs).
-std::vector<absl::StatusOr<nlohmann::ordered_json>> RunPoints(const Scenario& scenario,
-                                                              const std::vector<Point>& points,
-                                                              int jobs, bool include_wall_time);
+                                                bool include_wall_time,
+                                                const std::atomic<int>* interrupt = nullptr);
 
 }  // namespace prefixsim::grid
 

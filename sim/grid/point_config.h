@@ -1,5 +1,5 @@
 // What the points of a scenario run with, and the helpers the scenario reader (scenario.cc) shares
-// with the runner (grid.cc). Private to sim/grid.
+// with the runners (point.cc, sweep.cc, merge.cc). Private to sim/grid.
 #ifndef PREFIXSIM_SIM_GRID_POINT_CONFIG_H_
 #define PREFIXSIM_SIM_GRID_POINT_CONFIG_H_
 
@@ -9,14 +9,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "sim/cli/replay_common.h"
 #include "sim/grid/grid.h"
+#include "sim/run/replay.h"
 
 namespace prefixsim::grid {
 
 // Everything one point runs with.
 struct PointConfig {
-  cli::ReplayCliOptions replay;
+  run::ReplayConfig replay;
   std::string policy = "new";
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/engine.h"
 #include "prefixsim/status.h"
+#include "sim/grid/merge.h"
 #include "sim/grid/point_config.h"
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"

@@ -1,6 +1,6 @@
 // Scenario files (docs/scenarios.md): reading, checking every key and value, expanding the grids
-// into points. Kept apart from the runner (grid.cc) so that it builds with the readers alone
-// (the scenario fuzz target).
+// into points. Kept apart from the runners (point.cc, sweep.cc) so that it builds with the readers
+// alone (the scenario fuzz target).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
-#include "sim/cli/common.h"
 #include "sim/grid/grid.h"
 #include "sim/grid/point_config.h"
+#include "sim/run/model_engine.h"
 #include "sim/util/byte_size.h"
 
 namespace prefixsim::grid {
@@ -126,7 +126,7 @@ Setter OverrideString(T member) {
   };
 }
 
-using O = cli::EngineOverrides;
+using O = run::EngineOverrides;
 
 // The keys a scenario may set: a new axis key is one line here.
 const std::vector<std::pair<std::string, Setter>>& KeyTable() {

@@ -29,9 +29,9 @@
 
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/status.h"
-#include "sim/kv/big_array.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/prefix_index.h"
+#include "sim/util/big_array.h"
 
 namespace prefixsim {
 namespace kv {

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "prefixsim/status.h"
-#include "sim/kv/big_array.h"
+#include "sim/util/big_array.h"
 
 namespace prefixsim {
 namespace kv {

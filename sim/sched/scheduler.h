@@ -18,7 +18,7 @@
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
-#include "sim/engine/metrics.h"
+#include "sim/sched/prefix_stats.h"
 
 namespace prefixsim {
 

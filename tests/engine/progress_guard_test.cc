@@ -10,6 +10,7 @@
 
 #include "nlohmann/json.hpp"
 #include "prefixsim/status.h"
+#include "sim/cli/exit_codes.h"
 #include "sim/report/report.h"
 #include "tests/cli_runner.h"
 #include "tests/engine/engine_test_util.h"

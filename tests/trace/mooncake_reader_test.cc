@@ -5,6 +5,7 @@
 #include <string>
 
 #include "prefixsim/status.h"
+#include "sim/cli/exit_codes.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace prefixsim {

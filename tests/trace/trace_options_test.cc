@@ -9,6 +9,7 @@
 
 #include "prefixsim/status.h"
 #include "prefixsim/trace.h"
+#include "sim/cli/exit_codes.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace prefixsim {

@@ -1,4 +1,4 @@
-#include "sim/cli/atomic_file.h"
+#include "sim/util/atomic_file.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace prefixsim::cli {
+namespace prefixsim {
 namespace {
 
 namespace fs = std::filesystem;
@@ -52,11 +52,12 @@ TEST(AtomicFileTest, WritesTheWholeFileAndNothingElse) {
 TEST(AtomicFileTest, AFailedWriteLeavesNoFileAndNoTempFile) {
   fs::path dir = FreshFolder("fail");
   const std::string path = (dir / "report.csv").string();
-  absl::Status status = WriteFileAtomically(path, [](std::ostream& out) {
-    out << "policy,hit_rate\nold,0.5\n";  // half the report is out when the run fails
-    return absl::CancelledError("interrupted");
-  });
-  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  {
+    auto file = AtomicFileWriter::Open(path);
+    ASSERT_TRUE(file.ok());
+    // Half the report is out when the run fails: the writer goes away without a Commit().
+    (*file)->stream() << "policy,hit_rate\nold,0.5\n";
+  }
   EXPECT_TRUE(Listing(dir).empty());
   fs::remove_all(dir);
 }
@@ -65,11 +66,11 @@ TEST(AtomicFileTest, AFailedWriteKeepsTheOldFileAsItWas) {
   fs::path dir = FreshFolder("keep");
   const std::string path = (dir / "out.html").string();
   ASSERT_TRUE(WriteFileAtomically(path, "old report").ok());
-  absl::Status status = WriteFileAtomically(path, [](std::ostream& out) {
-    out << "new rep";
-    return absl::InternalError("failed");
-  });
-  EXPECT_FALSE(status.ok());
+  {
+    auto file = AtomicFileWriter::Open(path);
+    ASSERT_TRUE(file.ok());
+    (*file)->stream() << "new rep";
+  }
   EXPECT_EQ(Read(path), "old report");
   EXPECT_EQ(Listing(dir), std::vector<std::string>{"out.html"});
   fs::remove_all(dir);
@@ -91,4 +92,4 @@ TEST(AtomicFileTest, UnwritableDestinationsAreErrorsWithoutLeftovers) {
 }
 
 }  // namespace
-}  // namespace prefixsim::cli
+}  // namespace prefixsim

@@ -5,8 +5,8 @@
 // 4 KiB. Past 64 KiB they are mapped and populated in one call (the fill touches every page;
 // a table whose initial record is all zero bytes, like the prefix index's, needs no fill).
 // Elsewhere (no THP, small tables) it is plain memory; the contents are the same.
-#ifndef PREFIXSIM_SIM_KV_BIG_ARRAY_H_
-#define PREFIXSIM_SIM_KV_BIG_ARRAY_H_
+#ifndef PREFIXSIM_SIM_UTIL_BIG_ARRAY_H_
+#define PREFIXSIM_SIM_UTIL_BIG_ARRAY_H_
 
 #include <sys/mman.h>
 
@@ -112,4 +112,4 @@ class BigArray {
 }  // namespace kv
 }  // namespace prefixsim
 
-#endif  // PREFIXSIM_SIM_KV_BIG_ARRAY_H_
+#endif  // PREFIXSIM_SIM_UTIL_BIG_ARRAY_H_

@@ -1,12 +1,12 @@
-// Every file prefixsim writes (reports, traces, analyses) goes through here: the contents go to
-// a temp file in the destination's folder, which is renamed over the destination only once it
-// is complete. An interrupted or failed run therefore never leaves a partial file behind: the
-// destination is either untouched or whole, and the temp file is removed on failure.
-#ifndef PREFIXSIM_SIM_CLI_ATOMIC_FILE_H_
-#define PREFIXSIM_SIM_CLI_ATOMIC_FILE_H_
+// Every file prefixsim writes (reports, traces, analyses, sweep point files) goes through here:
+// the contents go to a temp file in the destination's folder, which is renamed over the
+// destination only once it is complete. An interrupted or failed run therefore never leaves a
+// partial file behind: the destination is either untouched or whole, and the temp file is
+// removed on failure. Paths are file paths only; the CLI maps "-" to stdout itself.
+#ifndef PREFIXSIM_SIM_UTIL_ATOMIC_FILE_H_
+#define PREFIXSIM_SIM_UTIL_ATOMIC_FILE_H_
 
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -15,11 +15,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace prefixsim::cli {
+namespace prefixsim {
+
+// Writes `contents` to a fresh temp file next to `path`, then renames it to `path`. If the write
+// or the rename fails, the temp file is removed, `path` is left as it was, and the error is
+// returned (InvalidArgument naming the path for an unwritable destination).
+absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 // An output written as a stream over a run (the streamed per-request CSV) and published the
 // same way: Commit() renames the temp file over the destination; destroyed without a Commit()
-// (an error, an interruption) it removes the temp file. "-" streams to stdout.
+// (an error, an interruption) it removes the temp file.
 class AtomicFileWriter {
  public:
   // InvalidArgument (naming the path) if the temp file cannot be created.
@@ -28,7 +33,7 @@ class AtomicFileWriter {
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
-  std::ostream& stream();
+  std::ostream& stream() { return file_; }
   // Flushes and renames the temp file over the destination; on failure the temp file is gone
   // and the destination untouched.
   absl::Status Commit();
@@ -40,14 +45,6 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
-// Calls `write` with a stream on a fresh temp file next to `path`, then renames it to `path`.
-// If `write` returns an error, the stream fails, or the rename fails, the temp file is removed,
-// `path` is left as it was, and the error is returned (InvalidArgument naming the path for an
-// unwritable destination). "-" writes to stdout.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::function<absl::Status(std::ostream&)>& write);
-absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
-
 // Checks, before a long run, that an output file can be written the way WriteFileAtomically
 // writes it: `path` is not a directory, its folder exists, and a temp file can be created there
 // (one is created and removed at once, so nothing is left behind). "" and "-" pass.
@@ -58,6 +55,6 @@ absl::Status CheckOutputFile(const std::string& path, std::string_view flag);
 // `path` must be a writable directory, otherwise its closest existing ancestor must be one.
 absl::Status CheckOutputDir(const std::string& path, std::string_view flag);
 
-}  // namespace prefixsim::cli
+}  // namespace prefixsim
 
-#endif  // PREFIXSIM_SIM_CLI_ATOMIC_FILE_H_
+#endif  // PREFIXSIM_SIM_UTIL_ATOMIC_FILE_H_

@@ -1,4 +1,4 @@
-#include "sim/cli/atomic_file.h"
+#include "sim/util/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,12 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
 
-namespace prefixsim::cli {
+namespace prefixsim {
 namespace {
 
 // Creates an empty, not yet existing file `<folder>/.<name>.tmp-<pid>-<n>` (O_EXCL, so two runs
@@ -98,7 +97,6 @@ absl::Status CheckOutputDir(const std::string& path, std::string_view flag) {
 absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::string& path) {
   std::unique_ptr<AtomicFileWriter> f(new AtomicFileWriter());
   f->path_ = path;
-  if (path == "-") return f;
   std::string temp;
   if (absl::Status created = CreateTempFile(path, &temp); !created.ok()) return created;
   f->temp_path_ = temp;
@@ -114,13 +112,7 @@ AtomicFileWriter::~AtomicFileWriter() {
   }
 }
 
-std::ostream& AtomicFileWriter::stream() { return temp_path_.empty() ? std::cout : file_; }
-
 absl::Status AtomicFileWriter::Commit() {
-  if (temp_path_.empty()) {
-    std::cout.flush();
-    return absl::OkStatus();
-  }
   file_.close();
   if (!file_) return absl::InternalError(absl::StrCat(path_, ": write failed"));
   if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
@@ -131,18 +123,10 @@ absl::Status AtomicFileWriter::Commit() {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::function<absl::Status(std::ostream&)>& write) {
+absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Open(path));
-  PREFIXSIM_RETURN_IF_ERROR(write(file->stream()));
+  file->stream().write(contents.data(), static_cast<std::streamsize>(contents.size()));
   return file->Commit();  // the destructor removes the temp file on any error
 }
 
-absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  return WriteFileAtomically(path, [contents](std::ostream& out) {
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    return absl::OkStatus();
-  });
-}
-
-}  // namespace prefixsim::cli
+}  // namespace prefixsim

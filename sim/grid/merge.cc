@@ -1,41 +1,22 @@
-#include "sim/grid/grid.h"
-
-#include <unistd.h>
+#include "sim/grid/merge.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <iostream>
 #include <map>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/kv_plan.h"
 #include "prefixsim/status.h"
-#include "sim/cli/atomic_file.h"
-#include "sim/cli/common.h"
-#include "sim/cli/interrupt.h"
-#include "sim/cli/replay_common.h"
 #include "sim/grid/point_config.h"
-#include "sim/report/report.h"
+#include "sim/util/atomic_file.h"
 
 namespace prefixsim::grid {
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-
-std::string PointFileName(const Point& p) { return absl::StrFormat("%05d-%s.json", p.index, p.id); }
 
 std::string CellText(const Json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -54,42 +35,6 @@ std::string CsvEscape(const std::string& s) {
 }
 
 }  // namespace
-
-absl::Status ValidatePoints(const Scenario& scenario) {
-  for (const Point& p : scenario.points) {
-    auto fail = [&](const absl::Status& s) {
-      return absl::Status(s.code(),
-                          absl::StrCat(scenario.path, ": point ", p.index, " (", p.id, " ",
-                                       Canonical(p.values), "): ", AbslView(StdView(s.message()))));
-    };
-    absl::StatusOr<PointConfig> c = ConfigFor(scenario, p);
-    if (!c.ok()) return fail(c.status());
-    if (!fs::exists(c->replay.trace)) {
-      return fail(
-          absl::NotFoundError(absl::StrCat("field trace: ", c->replay.trace, ": no such file")));
-    }
-    absl::StatusOr<cli::ModelAndEngine> loaded = cli::LoadModelAndEngine(c->replay.model_engine);
-    if (!loaded.ok()) return fail(loaded.status());
-    absl::StatusOr<KvPlan> plan = ResolveKvPlan(loaded->model, loaded->engine, c->policy);
-    if (!plan.ok()) return fail(plan.status());
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Json> RunPoint(const Scenario& scenario, const Point& point,
-                              bool include_wall_time) {
-  PREFIXSIM_ASSIGN_OR_RETURN(PointConfig c, ConfigFor(scenario, point));
-  PREFIXSIM_ASSIGN_OR_RETURN(cli::ModelAndEngine loaded,
-                             cli::LoadModelAndEngine(c.replay.model_engine));
-  PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolveKvPlan(loaded.model, loaded.engine, c.policy));
-  // The one call site of RunReplay in the grid module.
-  PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result,
-                             cli::RunReplay(c.replay, loaded.model, loaded.engine, plan, "",
-                                            /*keep_records=*/false));
-  ReportOptions report;
-  report.include_wall_time = include_wall_time;
-  return ReplayResultToJson(result, report);
-}
 
 const std::vector<std::pair<std::string, std::string>>& HeadlineMetricPointers() {
   static const auto* kMetrics = new std::vector<std::pair<std::string, std::string>>{
@@ -145,105 +90,6 @@ Json FleetColumns(const Json& s) {
   // Point files written before the summary had `overloaded` leave the cell empty.
   if (s.contains("overloaded")) m["overloaded"] = s["overloaded"];
   return m;
-}
-
-absl::Status WriteFileAtomic(const std::string& path, const std::string& text) {
-  return cli::WriteFileAtomically(path, text);
-}
-
-std::vector<absl::StatusOr<Json>> RunPoints(const Scenario& scenario,
-                                            const std::vector<Point>& points, int jobs,
-                                            bool include_wall_time) {
-  std::vector<absl::StatusOr<Json>> results(points.size(), absl::UnknownError("not run"));
-  if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = std::min<int>(jobs, static_cast<int>(std::max<size_t>(1, points.size())));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < points.size(); i = next++) {
-      results[i] = RunPoint(scenario, points[i], include_wall_time);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
-  return results;
-}
-
-absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions& o) {
-  const fs::path points_dir = fs::path(o.out_dir) / "points";
-  std::error_code ec;
-  fs::create_directories(points_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat(points_dir.string(), ": ", ec.message()));
-  SweepStats stats;
-  std::vector<Point> todo;
-  for (const Point& p : ShardPoints(scenario.points, o.shard, o.num_shards)) {
-    const fs::path file = points_dir / PointFileName(p);
-    if (fs::exists(file)) {
-      if (!o.resume) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(file.string(), ": already exists (use --resume to keep finished points)"));
-      }
-      ++stats.skipped;
-      continue;
-    }
-    todo.push_back(p);
-  }
-  int jobs = o.jobs;
-  if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = std::min<int>(jobs, static_cast<int>(std::max<size_t>(1, todo.size())));
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  absl::Status first_error;
-  auto worker = [&] {
-    for (size_t i = next++; i < todo.size(); i = next++) {
-      const Point& p = todo[i];
-      if (cli::InterruptSignal() != 0) {
-        std::lock_guard<std::mutex> lock(mu);
-        ++stats.not_run;
-        continue;
-      }
-      absl::StatusOr<Json> summary = RunPoint(scenario, p, o.include_wall_time);
-      absl::Status s = summary.status();
-      if (s.ok() && summary->contains("partial")) {
-        // Stopped by a signal: a point file is a finished point or nothing.
-        std::lock_guard<std::mutex> lock(mu);
-        ++stats.not_run;
-        continue;
-      }
-      if (s.ok()) {
-        Json doc;
-        doc["scenario"] = scenario.name;
-        doc["grid_size"] = scenario.points.size();
-        doc["index"] = p.index;
-        doc["id"] = p.id;
-        doc["axes"] = p.axes;
-        doc["values"] = p.values;
-        doc["result"] = *std::move(summary);
-        s = WriteFileAtomic((points_dir / PointFileName(p)).string(), doc.dump(2) + "\n");
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      if (!s.ok()) {
-        if (first_error.ok()) {
-          first_error = absl::Status(s.code(), absl::StrCat("point ", p.index, " (", p.id,
-                                                            "): ", AbslView(StdView(s.message()))));
-        }
-      } else {
-        ++stats.run;
-        if (!o.quiet) {
-          std::cerr << "sweep: point " << p.index << " (" << p.id << ") done\n";
-        }
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
-  if (!first_error.ok()) return first_error;
-  stats.interrupt_signal = cli::InterruptSignal();
-  PREFIXSIM_RETURN_IF_ERROR(MergeSweepDirs({o.out_dir}, o.out_dir, /*require_complete=*/false));
-  return stats;
 }
 
 static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const std::string& out_dir,
@@ -333,7 +179,7 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
     auto& [name, doc] = entry;
     const fs::path target = out_points / name;
     if (!fs::exists(target)) {
-      PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomic(target.string(), texts[index]));
+      PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomically(target.string(), texts[index]));
     }
     Json row;
     row["index"] = index;
@@ -381,8 +227,8 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
     csv += "\n";
   }
   PREFIXSIM_RETURN_IF_ERROR(
-      WriteFileAtomic((fs::path(out_dir) / "results.json").string(), results.dump(2) + "\n"));
-  PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomic((fs::path(out_dir) / "results.csv").string(), csv));
+      WriteFileAtomically((fs::path(out_dir) / "results.json").string(), results.dump(2) + "\n"));
+  PREFIXSIM_RETURN_IF_ERROR(WriteFileAtomically((fs::path(out_dir) / "results.csv").string(), csv));
   return absl::OkStatus();
 }
 

@@ -1,0 +1,126 @@
+#include "sim/run/model_engine.h"
+
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "prefixsim/status.h"
+#include "sim/fleet/router.h"
+#include "sim/util/did_you_mean.h"
+
+namespace prefixsim::run {
+
+absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine) {
+  if (o.replicas) {
+    if (*o.replicas == "auto") {
+      engine.fleet.auto_replicas = true;
+    } else {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(*o.replicas, &n) || n < 1 || n > kMaxReplicas) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --replicas: '", *o.replicas,
+                                                       "' is not an integer in [1, ", kMaxReplicas,
+                                                       "] or 'auto'"));
+      }
+      engine.fleet.replicas = static_cast<int>(n);
+      engine.fleet.auto_replicas = false;
+    }
+  }
+  if (o.router) {
+    if (!fleet::IsRegisteredRouter(*o.router)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --router: unknown router '", *o.router, "'",
+                       DidYouMean(*o.router, fleet::RegisteredRouters()),
+                       " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+    }
+    engine.fleet.router = *o.router;
+  }
+  if (o.overlap_weight) {
+    if (!(*o.overlap_weight >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --overlap-weight: ", *o.overlap_weight, " is negative"));
+    }
+    engine.fleet.overlap_weight = *o.overlap_weight;
+  }
+  if (o.ttft_slo_ms) {
+    if (!(*o.ttft_slo_ms > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --ttft-slo-ms: ", *o.ttft_slo_ms, " must be positive"));
+    }
+    engine.fleet.ttft_slo_ms = *o.ttft_slo_ms;
+  }
+  if (o.block_size) engine.block_size = static_cast<int>(*o.block_size);
+  if (o.kv_cache_bytes) {
+    engine.kv_cache_bytes = *o.kv_cache_bytes;
+    engine.num_gpu_blocks.reset();
+  }
+  if (o.num_gpu_blocks) engine.num_gpu_blocks = *o.num_gpu_blocks;
+  if (o.max_num_batched_tokens) engine.max_num_batched_tokens = *o.max_num_batched_tokens;
+  if (o.max_num_seqs) engine.max_num_seqs = *o.max_num_seqs;
+  if (o.max_model_len) engine.max_model_len = *o.max_model_len;
+  if (o.long_prefill_token_threshold) {
+    engine.long_prefill_token_threshold = *o.long_prefill_token_threshold;
+  }
+  if (o.prefix_match_unit) engine.prefix_match_unit = static_cast<int>(*o.prefix_match_unit);
+  if (o.tensor_parallel_size)
+    engine.tensor_parallel_size = static_cast<int>(*o.tensor_parallel_size);
+  if (o.speculative_method) engine.speculative.method = *o.speculative_method;
+  if (o.kv_cache_dtype) {
+    if (*o.kv_cache_dtype == "auto") {
+      engine.kv_cache_dtype.reset();
+    } else {
+      engine.kv_cache_dtype = ParseKvDtype(*o.kv_cache_dtype);
+      if (!engine.kv_cache_dtype) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --kv-cache-dtype: unknown dtype '",
+                                                       *o.kv_cache_dtype,
+                                                       "' (known: auto, bf16, fp16, fp8, fp32)"));
+      }
+    }
+  }
+  if (o.mamba_spec_boundary_states) {
+    if (*o.mamba_spec_boundary_states == "cached") {
+      engine.mamba_spec_boundary_states = MambaSpecBoundaryStates::kCached;
+    } else if (*o.mamba_spec_boundary_states == "skipped") {
+      engine.mamba_spec_boundary_states = MambaSpecBoundaryStates::kSkipped;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --mamba-spec-boundary-states: unknown value '",
+                       *o.mamba_spec_boundary_states, "' (known: cached, skipped)"));
+    }
+  }
+  if (o.num_speculative_tokens) {
+    engine.speculative.num_speculative_tokens = static_cast<int>(*o.num_speculative_tokens);
+    engine.speculative.enabled = *o.num_speculative_tokens > 0;
+  }
+  if (o.no_speculative) {
+    engine.speculative.enabled = false;
+    engine.speculative.num_speculative_tokens = 0;
+  }
+  if (o.enable_prefix_caching) engine.enable_prefix_caching = *o.enable_prefix_caching;
+  if (o.enable_chunked_prefill) engine.enable_chunked_prefill = *o.enable_chunked_prefill;
+  absl::Status valid = ValidateEngineConfig(engine);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(engine.source, " with command-line overrides: ", valid.message()));
+  }
+  if (!fleet::IsRegisteredRouter(engine.fleet.router)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(engine.source, ": field 'router': unknown router '", engine.fleet.router, "'",
+                     DidYouMean(engine.fleet.router, fleet::RegisteredRouters()),
+                     " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelAndEngine> LoadModelAndEngine(const ModelEngineOptions& options) {
+  ModelAndEngine out;
+  PREFIXSIM_ASSIGN_OR_RETURN(out.engine, LoadEngine(options.engine));
+  PREFIXSIM_RETURN_IF_ERROR(ApplyEngineOverrides(options.overrides, out.engine));
+  ModelLoadOptions load;
+  load.tensor_parallel_size = out.engine.tensor_parallel_size;
+  load.kv_dtype = out.engine.kv_cache_dtype;
+  PREFIXSIM_ASSIGN_OR_RETURN(out.model, LoadModel(options.model, load));
+  return out;
+}
+
+}  // namespace prefixsim::run

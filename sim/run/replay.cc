@@ -1,0 +1,51 @@
+#include "sim/run/replay.h"
+
+#include <memory>
+#include <utility>
+
+#include "prefixsim/kv_cache_manager.h"
+#include "prefixsim/status.h"
+#include "sim/trace/read_ahead.h"
+
+namespace prefixsim::run {
+
+absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& model,
+                                       const EngineConfig& engine, const KvPlan& plan,
+                                       const std::atomic<int>* interrupt,
+                                       std::function<void(const ReplayProgress&)> progress,
+                                       bool keep_records,
+                                       std::function<void(const RequestRecord&)> record_sink) {
+  TraceOptions trace_options = o.trace_options;
+  trace_options.seed = o.seed;
+  // The trace is parsed on a second thread, ahead of the simulation (same requests, same order),
+  // which also hashes each prompt for the plan's KV managers.
+  bool has_prefix_identity = true;
+  const TraceOpener open_trace = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
+                               OpenTrace(o.trace, trace_options));
+    has_prefix_identity = reader->has_prefix_identity();
+    ReadAheadOptions read_ahead;
+    read_ahead.prepare = [&plan](Request* r) { KvCacheManager::PrepareRequest(plan, r); };
+    return ReadAhead(std::move(reader), read_ahead);
+  };
+  ReplayOptions options;
+  options.seed = o.seed;
+  options.check_invariants = o.check_invariants;
+  options.check_invariants_every = o.check_invariants_every;
+  options.kv_fast_path = !o.no_fast_path;
+  options.record_requests = keep_records;
+  options.record_sink = std::move(record_sink);
+  options.hit_rate_window_requests = o.hit_rate_window;
+  options.cost_active_params = o.active_params;
+  options.interrupt = interrupt;
+  options.skip_teardown = o.skip_teardown;
+  options.max_preemptions_without_finish = o.max_preemptions_without_finish;
+  options.max_steps_without_finish = o.max_steps_without_finish;
+  options.progress = std::move(progress);
+  absl::StatusOr<ReplayResult> result =
+      ReplayWithFleetSizing(plan, model, engine, open_trace, options);
+  if (result.ok()) result->trace_has_prefix_identity = has_prefix_identity;
+  return result;
+}
+
+}  // namespace prefixsim::run

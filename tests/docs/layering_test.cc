@@ -1,0 +1,149 @@
+// The layers of docs/design.md §2, checked on the source: each folder of sim/ includes only the
+// layers the table below allows, and the public headers include nothing internal. The build
+// refuses sim/cli and CLI11 in the core library already (CMakeLists.txt, library_view); this
+// test holds every other arrow of the graph.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace prefixsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Layer -> the layers it may include besides itself (docs/design.md §2, the table there).
+const std::map<std::string, std::set<std::string>>& AllowedLayers() {
+  static const auto* kAllowed = new std::map<std::string, std::set<std::string>>{
+      {"util", {}},
+      {"plan", {"util"}},
+      {"trace", {"util"}},
+      {"kv", {"util"}},
+      {"spec", {"util", "plan"}},
+      {"cost", {"util", "plan"}},
+      {"sched", {"util", "plan", "kv", "spec", "cost"}},
+      {"engine", {"util", "plan", "trace", "kv", "spec", "cost", "sched"}},
+      {"fleet", {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine"}},
+      {"report", {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet"}},
+      {"analyze", {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet"}},
+      {"run",
+       {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet", "report",
+        "analyze"}},
+      {"grid",
+       {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet", "report",
+        "analyze", "run"}},
+      {"cli",
+       {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet", "report",
+        "analyze", "run", "grid"}},
+  };
+  return *kAllowed;
+}
+
+// Public headers that still include nlohmann/json.hpp (AnalyzeResultToJson); to be emptied.
+const std::set<std::string>& PublicHeadersWithJson() {
+  static const auto* kHeaders = new std::set<std::string>{"analyze.h"};
+  return *kHeaders;
+}
+
+struct Include {
+  std::string file;  // relative to the repository
+  int line = 0;
+  std::string target;  // what is between the quotes or brackets
+};
+
+std::vector<Include> Includes(const fs::path& root, const fs::path& file) {
+  static const std::regex kInclude(R"re(^\s*#\s*include\s*["<]([^">]+)[">])re");
+  std::vector<Include> out;
+  std::ifstream in(file);
+  std::string text;
+  int line = 0;
+  while (std::getline(in, text)) {
+    ++line;
+    std::smatch m;
+    if (std::regex_search(text, m, kInclude)) {
+      out.push_back({fs::relative(file, root).string(), line, m[1].str()});
+    }
+  }
+  return out;
+}
+
+// The sources under `dir` (recursively): .h, .cc, .cu, .cuh.
+std::vector<fs::path> Sources(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file() && (ext == ".h" || ext == ".cc" || ext == ".cu" || ext == ".cuh")) {
+      files.push_back(e.path());
+    }
+  }
+  return files;
+}
+
+// "sim/<layer>/..." -> layer; anything else -> "".
+std::string LayerOf(const std::string& include) {
+  if (include.rfind("sim/", 0) != 0) return "";
+  const size_t end = include.find('/', 4);
+  return end == std::string::npos ? "" : include.substr(4, end - 4);
+}
+
+TEST(LayeringTest, EveryLayerIsInTheTable) {
+  const fs::path sim = fs::path(PREFIXSIM_SOURCE_DIR) / "sim";
+  for (const auto& e : fs::directory_iterator(sim)) {
+    if (!e.is_directory()) continue;
+    const std::string layer = e.path().filename().string();
+    EXPECT_TRUE(AllowedLayers().contains(layer))
+        << "sim/" << layer << "/ is not in the layer table (tests/docs/layering_test.cc and "
+        << "docs/design.md §2): say what it may include";
+  }
+}
+
+TEST(LayeringTest, LayersIncludeOnlyTheLayersBelowThem) {
+  const fs::path root(PREFIXSIM_SOURCE_DIR);
+  int checked = 0;
+  for (const auto& [layer, allowed] : AllowedLayers()) {
+    const fs::path dir = root / "sim" / layer;
+    if (!fs::is_directory(dir)) continue;
+    for (const fs::path& file : Sources(dir)) {
+      for (const Include& inc : Includes(root, file)) {
+        const std::string target = LayerOf(inc.target);
+        if (target.empty()) continue;
+        ++checked;
+        EXPECT_TRUE(target == layer || allowed.contains(target))
+            << inc.file << ":" << inc.line << ": sim/" << layer << " includes " << inc.target
+            << " (sim/" << target << " is not below sim/" << layer << ", docs/design.md §2)";
+        if (layer != "cli") {
+          EXPECT_NE(inc.target.rfind("CLI/", 0), 0u)
+              << inc.file << ":" << inc.line << ": CLI11 outside sim/cli";
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);  // the walk found the sources
+}
+
+TEST(LayeringTest, PublicHeadersIncludeNothingInternal) {
+  const fs::path root(PREFIXSIM_SOURCE_DIR);
+  int headers = 0;
+  for (const fs::path& file : Sources(root / "include" / "prefixsim")) {
+    ++headers;
+    for (const Include& inc : Includes(root, file)) {
+      EXPECT_NE(inc.target.rfind("sim/", 0), 0u)
+          << inc.file << ":" << inc.line << ": a public header includes " << inc.target;
+      EXPECT_NE(inc.target.rfind("CLI/", 0), 0u)
+          << inc.file << ":" << inc.line << ": a public header includes " << inc.target;
+      if (!PublicHeadersWithJson().contains(file.filename().string())) {
+        EXPECT_NE(inc.target.rfind("nlohmann/", 0), 0u)
+            << inc.file << ":" << inc.line << ": a public header includes " << inc.target;
+      }
+    }
+  }
+  EXPECT_GT(headers, 5);
+}
+
+}  // namespace
+}  // namespace prefixsim
