@@ -10,6 +10,7 @@
 #include <deque>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "prefixsim/kv_cache_manager.h"
@@ -74,11 +75,13 @@ std::vector<PlanCase> Plans(int64_t num_blocks) {
   return out;
 }
 
-// A prompt: one of four shared prefixes (random length), then a unique tail.
+// A prompt: one of four shared prefixes (random length), then a unique tail; a third of them end
+// on a 64-token boundary (a multiple of every plan's A), where max_hit = prompt - 1 matters.
 std::vector<uint32_t> RandomPrompt(std::mt19937_64& rng, uint32_t unique) {
   const uint32_t prefix = static_cast<uint32_t>(rng() % 4);
   const int shared = static_cast<int>(rng() % 200);
-  const int tail = 1 + static_cast<int>(rng() % 60);
+  int tail = 1 + static_cast<int>(rng() % 60);
+  if (rng() % 3 == 0) tail = 64 - shared % 64;
   return Concat(Iota(shared, 1000000 * (prefix + 1)), Iota(tail, 100000000 + 1000 * unique));
 }
 
@@ -97,7 +100,12 @@ TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
       int64_t checks = 0, nonzero = 0;
       for (int step = 0; step < 80; ++step) {
         // Probe: the router's view first, then the replica's own admission lookup.
-        requests.push_back(Literal(next_id++, RandomPrompt(rng, static_cast<uint32_t>(step))));
+        // One probe in four repeats the previous prompt whole (docs/semantics.md §9.1: the hit
+        // stops one token short of it).
+        std::vector<uint32_t> tokens = step > 0 && rng() % 4 == 0
+                                           ? requests.back().literal_tokens
+                                           : RandomPrompt(rng, static_cast<uint32_t>(step));
+        requests.push_back(Literal(next_id++, std::move(tokens)));
         Request& probe = requests.back();
         const int64_t routed = RouterOverlap(kv, probe, mirror);
         KvRequestHandle h = kv.AddRequest(&probe);
