@@ -71,11 +71,6 @@ class HitRateWindow {
 // `preempted` = request.num_preemptions > 0.
 void RecordPrefixLookup(PrefixCacheStats* stats, bool preempted, int64_t queries, int64_t hits);
 
-// Adds the counters of one replica's result to a fleet's: every count summed, max_running the
-// largest. Plan, latency, rates, per_request and fleet are left alone (the fleet merges those
-// from sketches and its own view). A new counter of ReplayResult is added here.
-void AddReplayCounters(const ReplayResult& from, ReplayResult* into);
-
 }  // namespace prefixsim
 
 #endif  // PREFIXSIM_SIM_ENGINE_METRICS_H_
