@@ -3,7 +3,9 @@
 #ifndef PREFIXSIM_TESTS_CLI_RUNNER_H_
 #define PREFIXSIM_TESTS_CLI_RUNNER_H_
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -40,6 +42,31 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A path in the test's temporary folder that other test processes running at the same time do
+// not use: <TempDir>/<pid>_<name>.
+inline std::string TempOutputPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
+}
+
+// One replay of a sample trace in a parameterised test; `name` names the case and its outputs.
+struct SampleReplayCase {
+  const char* name;
+  const char* trace;  // under traces/
+  const char* args;
+};
+
+inline std::string SampleReplayCaseName(const ::testing::TestParamInfo<SampleReplayCase>& info) {
+  return info.param.name;
+}
+
+// The command line of a deterministic, byte-comparable replay of a committed sample trace
+// (traces/<trace>): fixed seed, no wall time, no progress lines; `args` picks model, engine,
+// policy and outputs.
+inline std::string SampleReplayArgs(const std::string& trace, const std::string& args, int seed) {
+  return "replay --trace " + std::string(PREFIXSIM_SOURCE_DIR) + "/traces/" + trace + " " + args +
+         " --seed " + std::to_string(seed) + " --no-wall-time --no-progress";
 }
 
 }  // namespace prefixsim::testing

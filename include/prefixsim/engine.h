@@ -108,6 +108,15 @@ struct PrefixCacheStats {
   int64_t preempted_hits = 0;
   // hits / queries over non-preempted admissions (0 when there were none).
   double hit_rate() const { return queries > 0 ? static_cast<double>(hits) / queries : 0.0; }
+  // Adds another replica's stats: every field is a count.
+  void Merge(const PrefixCacheStats& other) {
+    requests += other.requests;
+    queries += other.queries;
+    hits += other.hits;
+    preempted_requests += other.preempted_requests;
+    preempted_queries += other.preempted_queries;
+    preempted_hits += other.preempted_hits;
+  }
 };
 
 struct SpecDecodeStats {
@@ -121,6 +130,18 @@ struct SpecDecodeStats {
   }
   double acceptance_rate() const {
     return draft_tokens > 0 ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0;
+  }
+  // Adds another replica's stats; accepted_per_position grows to the longer of the two.
+  void Merge(const SpecDecodeStats& other) {
+    num_drafts += other.num_drafts;
+    draft_tokens += other.draft_tokens;
+    accepted_tokens += other.accepted_tokens;
+    if (other.accepted_per_position.size() > accepted_per_position.size()) {
+      accepted_per_position.resize(other.accepted_per_position.size(), 0);
+    }
+    for (size_t i = 0; i < other.accepted_per_position.size(); ++i) {
+      accepted_per_position[i] += other.accepted_per_position[i];
+    }
   }
 };
 
@@ -186,7 +207,8 @@ struct FleetSummary {
   int64_t router_index_checks = 0;
 };
 
-// A new counter here is also summed over replicas in AddReplayCounters (sim/engine/metrics.cc).
+// A new counter here is listed once in ForEachMergedCounter, which MergeCounters (the fleet's
+// sum over replicas) follows.
 struct ReplayResult {
   std::string policy;
   KvPlan plan;
@@ -256,6 +278,43 @@ struct ReplayResult {
 
   std::vector<RequestRecord> per_request;  // in trace order, if ReplayOptions::record_requests
   std::optional<FleetSummary> fleet;
+
+  // How a counter combines over the replicas of a fleet.
+  enum class CounterMerge { kSum, kMax };
+  // Calls f(name, &ReplayResult::field, merge) for each counter that a fleet combines over its
+  // replicas, each listed once: the int64_t counts, prefix_cache and spec_decode (their own
+  // Merge), lost_to_alignment_requests (summed per key). Not listed, because the fleet derives
+  // them from its own view or from latency sketches: policy, plan, out_of_order_arrivals,
+  // partial, interrupt_signal, trace_has_prefix_identity, recent_*, mean_kv_usage, latencies,
+  // times, rates, overloaded, per_request, fleet.
+  template <typename F>
+  static void ForEachMergedCounter(F&& f) {
+    constexpr CounterMerge kSum = CounterMerge::kSum;
+    f("requests", &ReplayResult::requests, kSum);
+    f("finished_requests", &ReplayResult::finished_requests, kSum);
+    f("interrupted_requests", &ReplayResult::interrupted_requests, kSum);
+    f("skipped_prompt_too_long", &ReplayResult::skipped_prompt_too_long, kSum);
+    f("skipped_does_not_fit", &ReplayResult::skipped_does_not_fit, kSum);
+    f("skipped_empty_prompt", &ReplayResult::skipped_empty_prompt, kSum);
+    f("prefix_cache", &ReplayResult::prefix_cache, kSum);
+    f("alignment_loss_tokens", &ReplayResult::alignment_loss_tokens, kSum);
+    f("preempted_alignment_loss_tokens", &ReplayResult::preempted_alignment_loss_tokens, kSum);
+    f("unpublished_alignment_tokens", &ReplayResult::unpublished_alignment_tokens, kSum);
+    f("lost_to_alignment_tokens", &ReplayResult::lost_to_alignment_tokens, kSum);
+    f("lost_to_alignment_requests", &ReplayResult::lost_to_alignment_requests, kSum);
+    f("evicted_blocks", &ReplayResult::evicted_blocks, kSum);
+    f("cached_blocks", &ReplayResult::cached_blocks, kSum);
+    f("preemptions", &ReplayResult::preemptions, kSum);
+    f("spec_decode", &ReplayResult::spec_decode, kSum);
+    f("num_steps", &ReplayResult::num_steps, kSum);
+    f("prompt_tokens", &ReplayResult::prompt_tokens, kSum);
+    f("output_tokens", &ReplayResult::output_tokens, kSum);
+    f("computed_tokens", &ReplayResult::computed_tokens, kSum);
+    f("max_running", &ReplayResult::max_running, CounterMerge::kMax);
+  }
+  // Combines another replica's counters (ForEachMergedCounter) into these; the rest is left
+  // alone.
+  void MergeCounters(const ReplayResult& other);
 };
 
 // Replays the trace through engine.fleet.replicas engines behind engine.fleet.router (sim/fleet;

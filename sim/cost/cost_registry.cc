@@ -1,37 +1,32 @@
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "sim/cost/cost_model.h"
+#include "sim/util/registry.h"
 
 namespace prefixsim {
 namespace {
 
-struct Entry {
-  std::string_view name;
-  CostModelFactory factory;
-};
-
-// One line per cost model.
-constexpr Entry kRegistry[] = {
-    {"analytic", &NewAnalyticCostModel},
-    {"table", &NewTableCostModel},
-};
+const Registry<CostModelFactory>& CostModels() {
+  static const auto* models = [] {
+    auto* registry = new Registry<CostModelFactory>("cost model");
+    // One line per cost model.
+    registry->Add("analytic", &NewAnalyticCostModel).Add("table", &NewTableCostModel);
+    return registry;
+  }();
+  return *models;
+}
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CostModel>> NewCostModel(const CostModelConfig& config,
                                                         const CostModelContext& context) {
-  for (const Entry& e : kRegistry) {
-    if (e.name == config.kind) return e.factory(config, context);
+  const CostModelFactory* factory = CostModels().Find(config.kind);
+  if (factory == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("cost_model.kind: ", CostModels().UnknownNameMessage(config.kind)));
   }
-  return absl::NotFoundError(
-      absl::StrCat("cost_model.kind: unknown cost model \"", config.kind,
-                   "\"; registered: ", absl::StrJoin(RegisteredCostModels(), ", ")));
+  return (*factory)(config, context);
 }
 
-std::vector<std::string> RegisteredCostModels() {
-  std::vector<std::string> names;
-  for (const Entry& e : kRegistry) names.emplace_back(e.name);
-  return names;
-}
+std::vector<std::string> RegisteredCostModels() { return CostModels().Names(); }
 
 }  // namespace prefixsim

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string_view>
 
 namespace prefixsim {
 
@@ -101,44 +103,30 @@ LatencySummary LatencySketch::Summary() const {
   return s;
 }
 
-void AddReplayCounters(const ReplayResult& c, ReplayResult* r) {
-  r->requests += c.requests;
-  r->finished_requests += c.finished_requests;
-  r->interrupted_requests += c.interrupted_requests;
-  r->skipped_prompt_too_long += c.skipped_prompt_too_long;
-  r->skipped_does_not_fit += c.skipped_does_not_fit;
-  r->skipped_empty_prompt += c.skipped_empty_prompt;
-  PrefixCacheStats& p = r->prefix_cache;
-  p.requests += c.prefix_cache.requests;
-  p.queries += c.prefix_cache.queries;
-  p.hits += c.prefix_cache.hits;
-  p.preempted_requests += c.prefix_cache.preempted_requests;
-  p.preempted_queries += c.prefix_cache.preempted_queries;
-  p.preempted_hits += c.prefix_cache.preempted_hits;
-  r->alignment_loss_tokens += c.alignment_loss_tokens;
-  r->preempted_alignment_loss_tokens += c.preempted_alignment_loss_tokens;
-  r->unpublished_alignment_tokens += c.unpublished_alignment_tokens;
-  r->lost_to_alignment_tokens += c.lost_to_alignment_tokens;
-  for (const auto& [tokens, n] : c.lost_to_alignment_requests) {
-    r->lost_to_alignment_requests[tokens] += n;
-  }
-  r->evicted_blocks += c.evicted_blocks;
-  r->cached_blocks += c.cached_blocks;
-  r->preemptions += c.preemptions;
-  SpecDecodeStats& sd = r->spec_decode;
-  sd.num_drafts += c.spec_decode.num_drafts;
-  sd.draft_tokens += c.spec_decode.draft_tokens;
-  sd.accepted_tokens += c.spec_decode.accepted_tokens;
-  sd.accepted_per_position.resize(
-      std::max(sd.accepted_per_position.size(), c.spec_decode.accepted_per_position.size()), 0);
-  for (size_t i = 0; i < c.spec_decode.accepted_per_position.size(); ++i) {
-    sd.accepted_per_position[i] += c.spec_decode.accepted_per_position[i];
-  }
-  r->num_steps += c.num_steps;
-  r->prompt_tokens += c.prompt_tokens;
-  r->output_tokens += c.output_tokens;
-  r->computed_tokens += c.computed_tokens;
-  r->max_running = std::max(r->max_running, c.max_running);
+namespace {
+
+void MergeCounter(int64_t* into, int64_t from, ReplayResult::CounterMerge merge) {
+  *into = merge == ReplayResult::CounterMerge::kMax ? std::max(*into, from) : *into + from;
+}
+void MergeCounter(PrefixCacheStats* into, const PrefixCacheStats& from,
+                  ReplayResult::CounterMerge /*sum*/) {
+  into->Merge(from);
+}
+void MergeCounter(SpecDecodeStats* into, const SpecDecodeStats& from,
+                  ReplayResult::CounterMerge /*sum*/) {
+  into->Merge(from);
+}
+void MergeCounter(std::map<int64_t, int64_t>* into, const std::map<int64_t, int64_t>& from,
+                  ReplayResult::CounterMerge /*sum*/) {
+  for (const auto& [key, n] : from) (*into)[key] += n;
+}
+
+}  // namespace
+
+void ReplayResult::MergeCounters(const ReplayResult& other) {
+  ForEachMergedCounter([&](std::string_view /*name*/, auto field, CounterMerge merge) {
+    MergeCounter(&(this->*field), other.*field, merge);
+  });
 }
 
 }  // namespace prefixsim

@@ -48,10 +48,6 @@ class LatencySketch {
   int64_t max_ns_ = 0;
 };
 
-// Adds the counters of one replica's result to a fleet's: every count summed, max_running the
-// largest. Plan, latency, rates, per_request and fleet are left alone (the fleet merges those
-// from sketches and its own view). A new counter of ReplayResult is added here.
-void AddReplayCounters(const ReplayResult& from, ReplayResult* into);
 
 }  // namespace prefixsim
 

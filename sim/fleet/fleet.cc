@@ -184,7 +184,7 @@ ReplayResult Fleet::Collect() {
   for (auto& replica : replicas_) {
     ReplicaTotals t = replica->TakeTotals();
     const ReplayResult& c = t.counters;
-    AddReplayCounters(c, &r);
+    r.MergeCounters(c);
     usage_sum += t.usage_sum;
     window_queries += t.window_queries;
     window_hits += t.window_hits;
@@ -226,10 +226,7 @@ ReplayResult Fleet::Collect() {
   }
   if (options_.record_requests && !options_.record_sink) r.per_request = records_.TakeAll();
   if (report_fleet_) {
-    const std::string& name = summary.router;
-    if (name == "kv_aware" || name == "kv_aware_unaligned") {
-      summary.overlap_weight = engine_.fleet.overlap_weight;
-    }
+    if (router_->uses_overlap_weight()) summary.overlap_weight = engine_.fleet.overlap_weight;
     int64_t max_requests = 0;
     for (const ReplicaSummary& rs : summary.per_replica) {
       max_requests = std::max(max_requests, rs.requests);

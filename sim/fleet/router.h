@@ -47,6 +47,9 @@ class Router {
  public:
   virtual ~Router() = default;
   virtual std::string_view name() const = 0;
+  // Whether the router weighs cache overlap against load with RouterConfig::overlap_weight: the
+  // fleet's report shows the weight only for routers that read it.
+  virtual bool uses_overlap_weight() const { return false; }
   // Called once, before the first request: routers that watch the replicas' caches subscribe to
   // their events here.
   virtual void Attach(FleetView& /*fleet*/) {}

@@ -1,10 +1,7 @@
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/fleet/router.h"
-#include "sim/util/did_you_mean.h"
+#include "sim/util/registry.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -12,13 +9,18 @@ namespace {
 
 using RouterFactory = std::unique_ptr<Router> (*)(const RouterConfig&);
 
-const std::vector<std::pair<std::string_view, RouterFactory>>& Routers() {
-  static const auto* routers = new std::vector<std::pair<std::string_view, RouterFactory>>{
-      // One line per router.
-      {"round_robin", MakeRoundRobinRouter},   {"random", MakeRandomRouter},
-      {"least_loaded", MakeLeastLoadedRouter}, {"session", MakeSessionRouter},
-      {"kv_aware", MakeKvAwareRouter},         {"kv_aware_unaligned", MakeKvAwareUnalignedRouter},
-  };
+const Registry<RouterFactory>& Routers() {
+  static const auto* routers = [] {
+    auto* registry = new Registry<RouterFactory>("router");
+    // One line per router.
+    registry->Add("round_robin", MakeRoundRobinRouter)
+        .Add("random", MakeRandomRouter)
+        .Add("least_loaded", MakeLeastLoadedRouter)
+        .Add("session", MakeSessionRouter)
+        .Add("kv_aware", MakeKvAwareRouter)
+        .Add("kv_aware_unaligned", MakeKvAwareUnalignedRouter);
+    return registry;
+  }();
   return *routers;
 }
 
@@ -26,26 +28,14 @@ const std::vector<std::pair<std::string_view, RouterFactory>>& Routers() {
 
 absl::StatusOr<std::unique_ptr<Router>> NewRouter(std::string_view name,
                                                   const RouterConfig& config) {
-  for (const auto& [router_name, factory] : Routers()) {
-    if (router_name == name) return factory(config);
-  }
-  return absl::NotFoundError(
-      absl::StrCat("unknown router '", AbslView(name), "'", DidYouMean(name, RegisteredRouters()),
-                   " (registered: ", absl::StrJoin(RegisteredRouters(), ", "), ")"));
+  absl::StatusOr<const RouterFactory*> factory = Routers().Lookup(name);
+  if (!factory.ok()) return factory.status();
+  return (**factory)(config);
 }
 
-bool IsRegisteredRouter(std::string_view name) {
-  for (const auto& entry : Routers()) {
-    if (entry.first == name) return true;
-  }
-  return false;
-}
+bool IsRegisteredRouter(std::string_view name) { return Routers().Contains(name); }
 
-std::vector<std::string> RegisteredRouters() {
-  std::vector<std::string> names;
-  for (const auto& entry : Routers()) names.emplace_back(entry.first);
-  return names;
-}
+std::vector<std::string> RegisteredRouters() { return Routers().Names(); }
 
 }  // namespace fleet
 }  // namespace prefixsim

@@ -26,8 +26,6 @@
 // * Layers of the same spec are merged into one entry with a count (the planner groups by spec,
 //   not by position); target entries come first, in order of first appearance, then drafters.
 #include <algorithm>
-#include <climits>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -78,27 +76,7 @@ class HfObject {
 
   absl::StatusOr<std::optional<int64_t>> OptionalInt(std::string_view key,
                                                      int64_t min_value = 1) const {
-    const Json* value = Find(key);
-    if (value == nullptr) return std::optional<int64_t>();
-    int64_t result = 0;
-    // Integral values that fit int64 only: a cast of anything else is undefined behaviour
-    // (found by fuzzing: 9.9e99 as an int field).
-    constexpr double kInt64Bound = 9223372036854775808.0;  // 2^63
-    if (value->is_number_unsigned() && value->get<uint64_t>() > uint64_t{INT64_MAX}) {
-      return Error(key, absl::StrCat("out of range, got ", value->dump()));
-    } else if (value->is_number_integer()) {
-      result = value->get<int64_t>();
-    } else if (value->is_number_float() && value->get<double>() >= -kInt64Bound &&
-               value->get<double>() < kInt64Bound &&
-               value->get<double>() == std::trunc(value->get<double>())) {
-      result = static_cast<int64_t>(value->get<double>());
-    } else {
-      return Error(key, absl::StrCat("expected an integer, got ", value->dump()));
-    }
-    if (result < min_value) {
-      return Error(key, absl::StrCat("must be at least ", min_value, ", got ", result));
-    }
-    return std::optional<int64_t>(result);
+    return doc_->OptionalInt(*object_, path_, key, min_value);
   }
   absl::StatusOr<int64_t> Int(std::string_view key, int64_t min_value = 1) const {
     PREFIXSIM_ASSIGN_OR_RETURN(std::optional<int64_t> value, OptionalInt(key, min_value));

@@ -163,18 +163,22 @@ absl::StatusOr<std::optional<int64_t>> JsonConfig::OptionalInt(const nlohmann::j
   auto it = object.find(std::string(key));
   if (it == object.end() || it->is_null()) return std::optional<int64_t>();
   int64_t value = 0;
-  // Doubles at or beyond +-2^63 have no int64 value (converting them is undefined behaviour).
+  // The integral values of int64_t only: casting a double at or beyond +-2^63 is undefined
+  // behaviour. A double of exactly -2^63 is refused too, although int64_t holds it: an integer
+  // literal below INT64_MIN (-2^63-1) reaches here as a double rounded to -2^63, and INT64_MIN
+  // itself arrives as an integer.
   constexpr double kInt64Bound = 9223372036854775808.0;  // 2^63
   if (it->is_number_unsigned() &&
       it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return Error(path, absl::StrCat("out of range, got ", it->dump()));
   } else if (it->is_number_integer()) {
     value = it->get<int64_t>();
-  } else if (it->is_number_float() && std::abs(it->get<double>()) < kInt64Bound &&
-             it->get<double>() == std::trunc(it->get<double>())) {
-    value = static_cast<int64_t>(it->get<double>());
-  } else {
+  } else if (!it->is_number_float() || it->get<double>() != std::trunc(it->get<double>())) {
     return Error(path, absl::StrCat("must be an integer, got ", it->dump()));
+  } else if (std::abs(it->get<double>()) >= kInt64Bound) {
+    return Error(path, absl::StrCat("out of range, got ", it->dump()));
+  } else {
+    value = static_cast<int64_t>(it->get<double>());
   }
   if (value < min_value) {
     return Error(path, absl::StrCat("must be >= ", min_value, ", got ", value));

@@ -7,11 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
-#include "sim/util/did_you_mean.h"
+#include "sim/plan/policies/policies.h"
 
 namespace prefixsim {
 namespace {
@@ -125,110 +124,126 @@ bool UsesEagleBlockDrop(const SpeculativeConfig& spec) {
   return spec.method == "eagle" || spec.method == "eagle3" || spec.method == "mtp";
 }
 
-}  // namespace
+// What every stage reads, and the error it returns: "<model> with <engine>: <message>".
+struct PlanInputs {
+  const ModelSpec& model;
+  const EngineConfig& engine;
+  const BlockSizePolicy& policy;
 
-absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
-                                     std::string_view policy_name) {
-  const BlockSizePolicy* policy = FindPolicy(policy_name);
-  if (policy == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown policy '", AbslView(policy_name), "'",
-                     DidYouMean(policy_name, RegisteredPolicyNames()),
-                     " (known: ", absl::StrJoin(RegisteredPolicyNames(), ", "), ")"));
-  }
-  auto bad = [&](std::string_view message) {
+  absl::Status Error(std::string_view message) const {
     return absl::InvalidArgumentError(absl::StrCat(model.source.empty() ? model.name : model.source,
                                                    " with ", engine.source, ": ",
                                                    AbslView(message)));
-  };
-  // Shapes are per rank for the tensor_parallel_size and kv_cache_dtype the model was loaded with
-  // (LoadModel's options); planning them for other values would silently ignore the engine's.
+  }
+};
+
+// Shapes are per rank for the tensor_parallel_size and kv_cache_dtype the model was loaded with
+// (LoadModel's options); planning them for other values would silently ignore the engine's.
+absl::Status CheckModelLoadedForEngine(const PlanInputs& in) {
+  const ModelSpec& model = in.model;
+  const EngineConfig& engine = in.engine;
   if (model.tensor_parallel_size != engine.tensor_parallel_size) {
-    return bad(absl::StrCat("the model's shapes are per rank at tensor_parallel_size ",
-                            model.tensor_parallel_size, " but the engine has ",
-                            engine.tensor_parallel_size,
-                            ": load the model with the engine's tensor_parallel_size"));
+    return in.Error(absl::StrCat("the model's shapes are per rank at tensor_parallel_size ",
+                                 model.tensor_parallel_size, " but the engine has ",
+                                 engine.tensor_parallel_size,
+                                 ": load the model with the engine's tensor_parallel_size"));
   }
   if (model.kv_cache_dtype != engine.kv_cache_dtype) {
     auto name = [](const std::optional<KvDtype>& d) {
       return d ? std::string(KvDtypeName(*d)) : std::string("auto");
     };
-    return bad(absl::StrCat("the model was loaded with kv_cache_dtype ", name(model.kv_cache_dtype),
-                            " but the engine has ", name(engine.kv_cache_dtype),
-                            ": load the model with the engine's kv_cache_dtype"));
+    return in.Error(absl::StrCat("the model was loaded with kv_cache_dtype ",
+                                 name(model.kv_cache_dtype), " but the engine has ",
+                                 name(engine.kv_cache_dtype),
+                                 ": load the model with the engine's kv_cache_dtype"));
   }
-  KvPlan plan;
-  plan.warnings = model.assumptions;
-  plan.policy = std::string(policy->name());
-  plan.enable_prefix_caching = engine.enable_prefix_caching;
-  plan.max_model_len = engine.max_model_len;
-  plan.num_lookahead_tokens = engine.speculative.LookaheadTokens();
-  plan.cache_mamba_spec_boundary_states =
-      engine.mamba_spec_boundary_states == MambaSpecBoundaryStates::kCached;
-  const bool speculative = engine.speculative.enabled;
+  return absl::OkStatus();
+}
 
-  // Concrete layers; drafter layers exist only with speculative decoding.
+// The model's concrete layers (drafter layers only with speculative decoding) and what the
+// primary block size depends on.
+struct ConcreteLayers {
   std::vector<LayerKv> layers;
-  const LayerSpec* primary = nullptr;  // the first full-attention or MLA layer
+  const LayerSpec* primary = nullptr;  // the first full-attention or MLA layer, else attention
+  int64_t mamba_state_bytes = 0;       // the largest mamba state
+};
+
+absl::StatusOr<ConcreteLayers> ListLayers(const PlanInputs& in) {
+  ConcreteLayers out;
   const LayerSpec* first_attention = nullptr;
-  int64_t mamba_state_bytes = 0;
-  for (const LayerSpec& spec : model.layers) {
-    if (spec.drafter && !speculative) continue;
+  for (const LayerSpec& spec : in.model.layers) {
+    if (spec.drafter && !in.engine.speculative.enabled) continue;
     if (IsAttention(spec.kind)) {
       if (first_attention == nullptr) first_attention = &spec;
-      if (primary == nullptr && IsFullFamily(spec.kind)) primary = &spec;
+      if (out.primary == nullptr && IsFullFamily(spec.kind)) out.primary = &spec;
     } else {
-      mamba_state_bytes = std::max(mamba_state_bytes, spec.state_bytes);
+      out.mamba_state_bytes = std::max(out.mamba_state_bytes, spec.state_bytes);
     }
     for (int i = 0; i < spec.count; ++i) {
       LayerKv l{spec.kind, spec.drafter};
       if (IsAttention(spec.kind)) {
         l.per_token_bytes = spec.BytesPerToken();
-        if (l.per_token_bytes <= 0) return bad("a layer has no KV bytes per token");
+        if (l.per_token_bytes <= 0) return in.Error("a layer has no KV bytes per token");
       } else {
         l.state_bytes = spec.state_bytes;
       }
       l.sliding_window = spec.sliding_window;
       l.attention_chunk_size = spec.attention_chunk_size;
-      layers.push_back(l);
+      out.layers.push_back(l);
     }
   }
-  if (layers.empty()) return bad("the model has no layers");
+  if (out.layers.empty()) return in.Error("the model has no layers");
   if (first_attention == nullptr) {
-    return bad("the model has no attention layers; prefixsim needs at least one");
+    return in.Error("the model has no attention layers; prefixsim needs at least one");
   }
-  if (primary == nullptr) primary = first_attention;
-  const AttentionBackend& primary_backend = engine.BackendFor(primary->kind);
+  if (out.primary == nullptr) out.primary = first_attention;
+  return out;
+}
 
-  // §4: the primary block size.
-  int64_t block_size =
-      engine.block_size.value_or(mamba_state_bytes > 0 ? 16 : primary_backend.preferred_block_size);
+// §4: the primary block size, raised for mamba alignment (with a warning in plan->warnings), and
+// the page a mamba state is padded to (0 without mamba layers).
+struct PrimaryBlock {
+  int64_t block_size = 0;
   int64_t mamba_page_padded = 0;
-  if (mamba_state_bytes > 0) {
-    const int64_t a1 = primary->BytesPerToken();
+};
+
+PrimaryBlock ChoosePrimaryBlockSize(const PlanInputs& in, const ConcreteLayers& concrete,
+                                    KvPlan* plan) {
+  const AttentionBackend& primary_backend = in.engine.BackendFor(concrete.primary->kind);
+  PrimaryBlock out;
+  out.block_size = in.engine.block_size.value_or(
+      concrete.mamba_state_bytes > 0 ? 16 : primary_backend.preferred_block_size);
+  if (concrete.mamba_state_bytes > 0) {
+    const int64_t a1 = concrete.primary->BytesPerToken();
     int64_t smallest_kernel = primary_backend.kernel_block_sizes.front().value;
     for (const auto& s : primary_backend.kernel_block_sizes) {
       smallest_kernel = std::min<int64_t>(smallest_kernel, s.value);
     }
-    const int64_t k = std::max(smallest_kernel, block_size);
+    const int64_t k = std::max(smallest_kernel, out.block_size);
     // mode "all" aligns to lcm(mamba chunk, k); prefixsim has no mamba chunk size, so it uses k.
-    const int64_t attn_block = k * CeilDiv(mamba_state_bytes, k * a1);
-    if (block_size < attn_block) {
-      plan.warnings.push_back(absl::StrCat("mamba alignment: setting attention block size to ",
-                                           attn_block, " (was ", block_size, ")"));
-      block_size = attn_block;
+    const int64_t attn_block = k * CeilDiv(concrete.mamba_state_bytes, k * a1);
+    if (out.block_size < attn_block) {
+      plan->warnings.push_back(absl::StrCat("mamba alignment: setting attention block size to ",
+                                            attn_block, " (was ", out.block_size, ")"));
+      out.block_size = attn_block;
     }
-    mamba_page_padded = block_size * a1;
+    out.mamba_page_padded = out.block_size * a1;
   }
-  plan.primary_block_size = static_cast<int>(block_size);
+  return out;
+}
 
-  // §5: per-layer specs.
-  for (LayerKv& l : layers) {
+// §5: each layer's block size and page under the policy; §6.1 step 1 when the hybrid manager is
+// disabled.
+void SpecifyLayers(const PlanInputs& in, const PrimaryBlock& primary,
+                   std::vector<LayerKv>* layers) {
+  const EngineConfig& engine = in.engine;
+  const int64_t block_size = primary.block_size;
+  for (LayerKv& l : *layers) {
     switch (l.kind) {
       case LayerKind::kSlidingWindow:
-        l.block_size = policy->SlidingWindowBlockSize(engine.BackendFor(l.kind), l.per_token_bytes,
-                                                      engine.skip_page_size_padded,
-                                                      static_cast<int>(block_size));
+        l.block_size = in.policy.SlidingWindowBlockSize(
+            engine.BackendFor(l.kind), l.per_token_bytes, engine.skip_page_size_padded,
+            static_cast<int>(block_size));
         break;
       case LayerKind::kMamba:
         l.block_size = block_size;
@@ -238,14 +253,16 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
     }
     l.real_page = l.RealPageAt(l.block_size);
     l.page = l.real_page;
-    if (l.kind == LayerKind::kMamba && mamba_page_padded > l.page) l.page = mamba_page_padded;
+    if (l.kind == LayerKind::kMamba && primary.mamba_page_padded > l.page) {
+      l.page = primary.mamba_page_padded;
+    }
     if (l.kind == LayerKind::kSlidingWindow && engine.skip_page_size_padded) {
       l.page = std::max(l.page, *engine.skip_page_size_padded);
     }
   }
   if (engine.disable_hybrid_kv_cache_manager) {
     // §6.1 step 1: windowed layers get full allocation (compute stays windowed).
-    for (LayerKv& l : layers) {
+    for (LayerKv& l : *layers) {
       if (l.kind == LayerKind::kSlidingWindow || l.kind == LayerKind::kChunkedLocal) {
         l.kind = LayerKind::kFullAttention;
         l.sliding_window = l.attention_chunk_size = 0;
@@ -254,238 +271,263 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
       }
     }
   }
+}
 
-  // §6.1: the grouping decision order.
-  auto single_group = [&](std::vector<LayerKv>& all) {
-    KvGroup g;
-    g.kind = all.front().kind;
-    g.block_size = static_cast<int>(all.front().block_size);
-    g.sliding_window = all.front().sliding_window;
-    g.attention_chunk_size = all.front().attention_chunk_size;
-    int64_t sum = 0;
-    for (const LayerKv& l : all) {
-      ++g.num_layers;
-      g.num_drafter_layers += l.drafter;
-      sum += l.page;
-      if (l.page > g.page_bytes) {
-        g.page_bytes = l.page;
-        g.padding_bytes = l.page - l.real_page;
-      }
-    }
-    plan.groups.push_back(g);
-    plan.group_size = g.num_layers;
-    plan.bytes_per_block = sum;
-  };
-  const bool all_identical = std::all_of(layers.begin(), layers.end(), [&](const LayerKv& l) {
-    return l.SpecKey() == layers.front().SpecKey();
-  });
-  if (all_identical || IsUniformType(layers)) {
-    single_group(layers);
-  } else {
-    // §6.2 unify_kv_cache_spec_page_size.
-    int64_t max_page = 0;
-    for (const LayerKv& l : layers) max_page = std::max(max_page, l.page);
-    bool unify_failed = false;
-    std::vector<LayerKv> unified = layers;
-    for (LayerKv& l : unified) {
-      if (l.page == max_page) continue;
-      if (l.kind == LayerKind::kMamba) {
-        l.page = max_page;
-      } else if (max_page % l.page == 0) {
-        const int64_t ratio = max_page / l.page;
-        l.block_size *= ratio;
-        l.real_page *= ratio;
-        l.page = max_page;
-      } else if (l.kind != LayerKind::kMla) {
-        l.page = max_page;
-      } else {
-        unify_failed = true;
-      }
-    }
-    if (unify_failed) {
-      // §6.1 step 7: the full-allocation fallback, only for MLA + regular SWA.
-      const bool fallback_ok = std::all_of(layers.begin(), layers.end(), [](const LayerKv& l) {
-        return l.kind == LayerKind::kMla || l.kind == LayerKind::kSlidingWindow;
-      });
-      if (!fallback_ok) {
-        return bad(absl::StrFormat(
-            "page sizes cannot be unified: the largest page is %d bytes and an MLA page of a "
-            "smaller size neither divides it nor can be padded (padding only for non-MLA "
-            "attention; docs/semantics.md §6.2)",
-            max_page));
-      }
-      for (LayerKv& l : layers) {
-        if (l.kind == LayerKind::kSlidingWindow) {
-          l.kind = LayerKind::kFullAttention;
-          l.sliding_window = 0;
-          l.block_size = block_size;
-          l.real_page = l.page = l.RealPageAt(block_size);
-        }
-      }
-      plan.full_allocation_fallback = true;
-      plan.warnings.push_back(
-          "page sizes cannot be unified: treating sliding-window layers as full attention");
-      single_group(layers);
-    } else {
-      // §6.3: bucket by spec (in order of first appearance), group_size with the 1.5 rule.
-      std::vector<std::vector<const LayerKv*>> buckets;
-      for (const LayerKv& l : unified) {
-        auto it = std::find_if(buckets.begin(), buckets.end(),
-                               [&](const auto& b) { return b.front()->SpecKey() == l.SpecKey(); });
-        if (it == buckets.end()) {
-          buckets.push_back({&l});
-        } else {
-          it->push_back(&l);
-        }
-      }
-      size_t min_layers = unified.size(), max_layers = 0;
-      for (const auto& b : buckets) {
-        min_layers = std::min(min_layers, b.size());
-        max_layers = std::max(max_layers, b.size());
-      }
-      const int64_t group_size =
-          static_cast<double>(max_layers) < 1.5 * static_cast<double>(min_layers) ? max_layers
-                                                                                  : min_layers;
-      int64_t padding_layers = 0;
-      for (const auto& b : buckets) {
-        const int64_t n = static_cast<int64_t>(b.size());
-        const int64_t num_groups = CeilDiv(n, group_size);
-        for (int64_t i = 0; i < num_groups; ++i) {
-          KvGroup g;
-          const LayerKv& spec = *b.front();
-          g.kind = spec.kind;
-          g.block_size = static_cast<int>(spec.block_size);
-          g.page_bytes = spec.page;
-          g.padding_bytes = spec.page - spec.real_page;
-          g.sliding_window = spec.sliding_window;
-          g.attention_chunk_size = spec.attention_chunk_size;
-          for (int64_t j = i; j < n; j += num_groups) {  // strided: bucket[i::num_groups]
-            ++g.num_layers;
-            g.num_drafter_layers += b[j]->drafter;
-          }
-          g.num_padding_layers = static_cast<int>(group_size - g.num_layers);
-          padding_layers += g.num_padding_layers;
-          plan.groups.push_back(g);
-        }
-      }
-      plan.group_size = static_cast<int>(group_size);
-      plan.bytes_per_block = group_size * max_page;
-      if (padding_layers > 0) {
-        plan.warnings.push_back(absl::StrFormat(
-            "added %d padding layers to reach group_size %d, may waste at most %.1f%% of KV memory",
-            padding_layers, group_size,
-            100.0 * padding_layers / (padding_layers + static_cast<double>(unified.size()))));
-      }
+// All layers in one group (§6.1: identical specs, a uniform type, or the fallback).
+void PlanSingleGroup(const std::vector<LayerKv>& all, KvPlan* plan) {
+  KvGroup g;
+  g.kind = all.front().kind;
+  g.block_size = static_cast<int>(all.front().block_size);
+  g.sliding_window = all.front().sliding_window;
+  g.attention_chunk_size = all.front().attention_chunk_size;
+  int64_t sum = 0;
+  for (const LayerKv& l : all) {
+    ++g.num_layers;
+    g.num_drafter_layers += l.drafter;
+    sum += l.page;
+    if (l.page > g.page_bytes) {
+      g.page_bytes = l.page;
+      g.padding_bytes = l.page - l.real_page;
     }
   }
+  plan->groups.push_back(g);
+  plan->group_size = g.num_layers;
+  plan->bytes_per_block = sum;
+}
 
-  // §3.2: kernel block sizes (startup errors for blocks no kernel can run).
-  for (KvGroup& g : plan.groups) {
+// §6.2 unify_kv_cache_spec_page_size: the layers with every page raised to the largest (`false`
+// when an MLA page can neither divide it nor be padded).
+bool UnifyPageSizes(std::vector<LayerKv>* unified, int64_t max_page) {
+  bool unify_ok = true;
+  for (LayerKv& l : *unified) {
+    if (l.page == max_page) continue;
+    if (l.kind == LayerKind::kMamba) {
+      l.page = max_page;
+    } else if (max_page % l.page == 0) {
+      const int64_t ratio = max_page / l.page;
+      l.block_size *= ratio;
+      l.real_page *= ratio;
+      l.page = max_page;
+    } else if (l.kind != LayerKind::kMla) {
+      l.page = max_page;
+    } else {
+      unify_ok = false;
+    }
+  }
+  return unify_ok;
+}
+
+// §6.3: bucket the unified layers by spec (in order of first appearance), group_size with the
+// 1.5 rule, groups strided over each bucket and padded to group_size.
+void PlanBucketedGroups(const std::vector<LayerKv>& unified, int64_t max_page, KvPlan* plan) {
+  std::vector<std::vector<const LayerKv*>> buckets;
+  for (const LayerKv& l : unified) {
+    auto it = std::find_if(buckets.begin(), buckets.end(),
+                           [&](const auto& b) { return b.front()->SpecKey() == l.SpecKey(); });
+    if (it == buckets.end()) {
+      buckets.push_back({&l});
+    } else {
+      it->push_back(&l);
+    }
+  }
+  size_t min_layers = unified.size(), max_layers = 0;
+  for (const auto& b : buckets) {
+    min_layers = std::min(min_layers, b.size());
+    max_layers = std::max(max_layers, b.size());
+  }
+  const int64_t group_size = static_cast<double>(max_layers) < 1.5 * static_cast<double>(min_layers)
+                                 ? max_layers
+                                 : min_layers;
+  int64_t padding_layers = 0;
+  for (const auto& b : buckets) {
+    const int64_t n = static_cast<int64_t>(b.size());
+    const int64_t num_groups = CeilDiv(n, group_size);
+    for (int64_t i = 0; i < num_groups; ++i) {
+      KvGroup g;
+      const LayerKv& spec = *b.front();
+      g.kind = spec.kind;
+      g.block_size = static_cast<int>(spec.block_size);
+      g.page_bytes = spec.page;
+      g.padding_bytes = spec.page - spec.real_page;
+      g.sliding_window = spec.sliding_window;
+      g.attention_chunk_size = spec.attention_chunk_size;
+      for (int64_t j = i; j < n; j += num_groups) {  // strided: bucket[i::num_groups]
+        ++g.num_layers;
+        g.num_drafter_layers += b[j]->drafter;
+      }
+      g.num_padding_layers = static_cast<int>(group_size - g.num_layers);
+      padding_layers += g.num_padding_layers;
+      plan->groups.push_back(g);
+    }
+  }
+  plan->group_size = static_cast<int>(group_size);
+  plan->bytes_per_block = group_size * max_page;
+  if (padding_layers > 0) {
+    plan->warnings.push_back(absl::StrFormat(
+        "added %d padding layers to reach group_size %d, may waste at most %.1f%% of KV memory",
+        padding_layers, group_size,
+        100.0 * padding_layers / (padding_layers + static_cast<double>(unified.size()))));
+  }
+}
+
+// §6.1: the grouping decision order.
+absl::Status GroupLayers(const PlanInputs& in, int64_t block_size, std::vector<LayerKv>* layers,
+                         KvPlan* plan) {
+  const bool all_identical = std::all_of(layers->begin(), layers->end(), [&](const LayerKv& l) {
+    return l.SpecKey() == layers->front().SpecKey();
+  });
+  if (all_identical || IsUniformType(*layers)) {
+    PlanSingleGroup(*layers, plan);
+    return absl::OkStatus();
+  }
+  int64_t max_page = 0;
+  for (const LayerKv& l : *layers) max_page = std::max(max_page, l.page);
+  std::vector<LayerKv> unified = *layers;
+  if (UnifyPageSizes(&unified, max_page)) {
+    PlanBucketedGroups(unified, max_page, plan);
+    return absl::OkStatus();
+  }
+  // §6.1 step 7: the full-allocation fallback, only for MLA + regular SWA.
+  const bool fallback_ok = std::all_of(layers->begin(), layers->end(), [](const LayerKv& l) {
+    return l.kind == LayerKind::kMla || l.kind == LayerKind::kSlidingWindow;
+  });
+  if (!fallback_ok) {
+    return in.Error(absl::StrFormat(
+        "page sizes cannot be unified: the largest page is %d bytes and an MLA page of a "
+        "smaller size neither divides it nor can be padded (padding only for non-MLA "
+        "attention; docs/semantics.md §6.2)",
+        max_page));
+  }
+  for (LayerKv& l : *layers) {
+    if (l.kind == LayerKind::kSlidingWindow) {
+      l.kind = LayerKind::kFullAttention;
+      l.sliding_window = 0;
+      l.block_size = block_size;
+      l.real_page = l.page = l.RealPageAt(block_size);
+    }
+  }
+  plan->full_allocation_fallback = true;
+  plan->warnings.push_back(
+      "page sizes cannot be unified: treating sliding-window layers as full attention");
+  PlanSingleGroup(*layers, plan);
+  return absl::OkStatus();
+}
+
+// §3.2: kernel block sizes (startup errors for blocks no kernel can run).
+absl::Status SelectKernelBlockSizes(const PlanInputs& in, KvPlan* plan) {
+  for (KvGroup& g : plan->groups) {
     if (g.kind == LayerKind::kMamba) {
       g.kernel_block_size = g.block_size;
       continue;
     }
     auto kernel =
-        SelectKernelBlockSize(engine.BackendFor(g.kind), g.block_size, g.padding_bytes > 0);
-    if (!kernel.ok()) return bad(StdView(kernel.status().message()));
+        SelectKernelBlockSize(in.engine.BackendFor(g.kind), g.block_size, g.padding_bytes > 0);
+    if (!kernel.ok()) return in.Error(StdView(kernel.status().message()));
     g.kernel_block_size = *kernel;
   }
+  return absl::OkStatus();
+}
 
-  // §6.4: memory.
+// §6.4: the number of blocks, the blocks one max_model_len request holds, and the startup check.
+void SizeMemory(const PlanInputs& in, KvPlan* plan) {
+  const ModelSpec& model = in.model;
+  const EngineConfig& engine = in.engine;
   if (engine.num_gpu_blocks) {
-    plan.num_blocks = *engine.num_gpu_blocks;
+    plan->num_blocks = *engine.num_gpu_blocks;
   } else {
-    plan.num_blocks = *engine.kv_cache_bytes / plan.bytes_per_block;
+    plan->num_blocks = *engine.kv_cache_bytes / plan->bytes_per_block;
   }
-  for (const KvGroup& g : plan.groups) {
-    plan.blocks_per_max_len_request += MaxPagesPerRequest(g, engine, plan.num_lookahead_tokens);
+  for (const KvGroup& g : plan->groups) {
+    plan->blocks_per_max_len_request += MaxPagesPerRequest(g, engine, plan->num_lookahead_tokens);
   }
   // Reference §1 / §6.4: vLLM checks that one max_model_len request fits the available memory
   // (the null block's bytes subtracted), then applies num_gpu_blocks_override. So the check runs
   // only when the pool comes from kv_cache_bytes, and a failure is reported, not fatal here.
-  if (!engine.num_gpu_blocks) {
-    StartupCheck& check = plan.startup_check;
-    check.performed = true;
-    const int64_t usable = std::max<int64_t>(0, plan.num_blocks - 1);
-    auto blocks_for = [&](int64_t len) {
-      EngineConfig e = engine;
-      e.max_model_len = len;
-      int64_t blocks = 0;
-      for (const KvGroup& g : plan.groups) {
-        blocks += MaxPagesPerRequest(g, e, plan.num_lookahead_tokens);
-      }
-      return blocks;
-    };
-    // Largest max_model_len that fits (the bound is monotone in the length).
-    int64_t lo = 0, hi = engine.max_model_len;
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo + 1) / 2;
-      if (blocks_for(mid) <= usable) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
+  if (engine.num_gpu_blocks) return;
+  StartupCheck& check = plan->startup_check;
+  check.performed = true;
+  const int64_t usable = std::max<int64_t>(0, plan->num_blocks - 1);
+  auto blocks_for = [&](int64_t len) {
+    EngineConfig e = engine;
+    e.max_model_len = len;
+    int64_t blocks = 0;
+    for (const KvGroup& g : plan->groups) {
+      blocks += MaxPagesPerRequest(g, e, plan->num_lookahead_tokens);
     }
-    check.max_fitting_model_len = lo;
-    if (plan.blocks_per_max_len_request > usable) {
-      check.ok = false;
-      check.message = absl::StrFormat(
-          "%s with %s: to serve one request of max_model_len %d the KV cache needs %d blocks "
-          "(%d bytes), more than the %d usable blocks (%d bytes) that kv_cache_bytes %d gives "
-          "(%d bytes per block, one block is the null block). Largest max_model_len that fits: "
-          "%d. Raise kv_cache_bytes or lower max_model_len.",
-          model.source.empty() ? model.name : model.source, engine.source, engine.max_model_len,
-          plan.blocks_per_max_len_request, plan.blocks_per_max_len_request * plan.bytes_per_block,
-          usable, usable * plan.bytes_per_block, *engine.kv_cache_bytes, plan.bytes_per_block, lo);
+    return blocks;
+  };
+  // Largest max_model_len that fits (the bound is monotone in the length).
+  int64_t lo = 0, hi = engine.max_model_len;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (blocks_for(mid) <= usable) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
     }
   }
+  check.max_fitting_model_len = lo;
+  if (plan->blocks_per_max_len_request > usable) {
+    check.ok = false;
+    check.message = absl::StrFormat(
+        "%s with %s: to serve one request of max_model_len %d the KV cache needs %d blocks "
+        "(%d bytes), more than the %d usable blocks (%d bytes) that kv_cache_bytes %d gives "
+        "(%d bytes per block, one block is the null block). Largest max_model_len that fits: "
+        "%d. Raise kv_cache_bytes or lower max_model_len.",
+        model.source.empty() ? model.name : model.source, engine.source, engine.max_model_len,
+        plan->blocks_per_max_len_request, plan->blocks_per_max_len_request * plan->bytes_per_block,
+        usable, usable * plan->bytes_per_block, *engine.kv_cache_bytes, plan->bytes_per_block, lo);
+  }
+}
 
-  // §7: scheduler and hash granularities, hit alignment.
+// §7: scheduler and hash granularities, partial hits and the hit alignment.
+absl::Status SetGranularities(const PlanInputs& in, KvPlan* plan) {
+  const EngineConfig& engine = in.engine;
   const int64_t dcp = engine.decode_context_parallel_size;
   auto effective = [&](const KvGroup& g) -> int64_t {
     return g.kind == LayerKind::kMamba ? g.block_size : g.block_size * dcp;
   };
   bool partial_hits = false;
-  if (plan.groups.size() <= 1) {
-    plan.scheduler_block_size = plan.hash_block_size = plan.groups.front().block_size * dcp;
+  if (plan->groups.size() <= 1) {
+    plan->scheduler_block_size = plan->hash_block_size = plan->groups.front().block_size * dcp;
     if (engine.prefix_match_unit) {
-      plan.warnings.push_back(
+      plan->warnings.push_back(
           "prefix_match_unit is ignored with a single KV cache group (hits align to its block)");
     }
   } else {
     int64_t s = 1;
-    for (const KvGroup& g : plan.groups) s = std::lcm(s, effective(g));
-    plan.scheduler_block_size = plan.hash_block_size = s;
+    for (const KvGroup& g : plan->groups) s = std::lcm(s, effective(g));
+    plan->scheduler_block_size = plan->hash_block_size = s;
     const bool has_non_align_mamba =
         engine.mamba_cache_mode != MambaCacheMode::kAlign &&
-        std::any_of(plan.groups.begin(), plan.groups.end(),
+        std::any_of(plan->groups.begin(), plan->groups.end(),
                     [](const KvGroup& g) { return g.kind == LayerKind::kMamba; });
     if (engine.enable_prefix_caching && !has_non_align_mamba) {
       int64_t h = 0;
-      for (const KvGroup& g : plan.groups) {
+      for (const KvGroup& g : plan->groups) {
         if (g.prefix_cacheable) h = std::gcd(h, effective(g));
       }
       if (engine.prefix_match_unit) {
         h = *engine.prefix_match_unit;
-        for (const KvGroup& g : plan.groups) {
+        for (const KvGroup& g : plan->groups) {
           if (g.prefix_cacheable && effective(g) % h != 0) {
-            return bad(absl::StrCat("field 'prefix_match_unit': invalid prefix_match_unit=", h,
-                                    ": it must divide every group's block size, and ", effective(g),
-                                    " is not a multiple"));
+            return in.Error(absl::StrCat("field 'prefix_match_unit': invalid prefix_match_unit=", h,
+                                         ": it must divide every group's block size, and ",
+                                         effective(g), " is not a multiple"));
           }
         }
       }
-      plan.hash_block_size = h;
+      plan->hash_block_size = h;
       // Partial hits turn on only for an align-mode mamba group with B > H, and off again if a
       // prefix-cacheable group lacks fine-grained lookup (sliding window) while its B != H.
-      partial_hits = std::any_of(plan.groups.begin(), plan.groups.end(), [&](const KvGroup& g) {
+      partial_hits = std::any_of(plan->groups.begin(), plan->groups.end(), [&](const KvGroup& g) {
         return g.kind == LayerKind::kMamba && g.block_size > h;
       });
       if (partial_hits) {
-        for (const KvGroup& g : plan.groups) {
+        for (const KvGroup& g : plan->groups) {
           if (g.prefix_cacheable && g.kind == LayerKind::kSlidingWindow && effective(g) != h) {
             partial_hits = false;
-            plan.warnings.push_back(
+            plan->warnings.push_back(
                 "partial prefix hits disabled: the sliding-window group has no fine-grained "
                 "lookup and its block size differs from the hash block size");
             break;
@@ -494,36 +536,72 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
       }
     }
   }
-  plan.partial_hits = partial_hits;
-  plan.hit_alignment = partial_hits ? plan.hash_block_size : plan.scheduler_block_size;
+  plan->partial_hits = partial_hits;
+  plan->hit_alignment = partial_hits ? plan->hash_block_size : plan->scheduler_block_size;
+  return absl::OkStatus();
+}
 
-  // §6.3 / §9.4: EAGLE groups. Groups with drafter MLA layers are flagged; if none is, all are.
-  if (UsesEagleBlockDrop(engine.speculative) && engine.enable_prefix_caching) {
-    bool any = false;
-    for (KvGroup& g : plan.groups) {
-      g.is_eagle_group = g.kind == LayerKind::kMla && g.drafter();
-      any |= g.is_eagle_group;
-    }
-    if (!any) {
-      for (KvGroup& g : plan.groups) g.is_eagle_group = true;
-    }
+// §6.3 / §9.4: EAGLE groups. Groups with drafter MLA layers are flagged; if none is, all are.
+void MarkEagleGroups(const EngineConfig& engine, KvPlan* plan) {
+  if (!UsesEagleBlockDrop(engine.speculative) || !engine.enable_prefix_caching) return;
+  bool any = false;
+  for (KvGroup& g : plan->groups) {
+    g.is_eagle_group = g.kind == LayerKind::kMla && g.drafter();
+    any |= g.is_eagle_group;
   }
+  if (!any) {
+    for (KvGroup& g : plan->groups) g.is_eagle_group = true;
+  }
+}
 
-  if (plan.scheduler_block_size > block_size) {
-    plan.warnings.push_back(absl::StrFormat(
+// Warnings about what the plan costs: hits coarser than the primary block, padded pages.
+void WarnAboutCosts(int64_t block_size, KvPlan* plan) {
+  if (plan->scheduler_block_size > block_size) {
+    plan->warnings.push_back(absl::StrFormat(
         "scheduler block size %d is %.2fx the primary block size %d: prefix hits align to it",
-        plan.scheduler_block_size, static_cast<double>(plan.scheduler_block_size) / block_size,
+        plan->scheduler_block_size, static_cast<double>(plan->scheduler_block_size) / block_size,
         block_size));
   }
-  for (const KvGroup& g : plan.groups) {
+  for (const KvGroup& g : plan->groups) {
     if (g.padding_bytes * 10 > g.page_bytes) {
-      plan.warnings.push_back(
+      plan->warnings.push_back(
           absl::StrFormat("%s group pages are padded by %d bytes (%.1f%% of each page)",
                           AbslView(LayerKindName(g.kind)), g.padding_bytes,
                           100.0 * g.padding_bytes / g.page_bytes));
       break;
     }
   }
+}
+
+}  // namespace
+
+absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
+                                     std::string_view policy_name) {
+  const BlockSizePolicy* policy = FindPolicy(policy_name);
+  if (policy == nullptr) {
+    return absl::InvalidArgumentError(PolicyRegistry().UnknownNameMessage(policy_name));
+  }
+  const PlanInputs in{model, engine, *policy};
+  PREFIXSIM_RETURN_IF_ERROR(CheckModelLoadedForEngine(in));
+  KvPlan plan;
+  plan.warnings = model.assumptions;
+  plan.policy = std::string(policy->name());
+  plan.enable_prefix_caching = engine.enable_prefix_caching;
+  plan.max_model_len = engine.max_model_len;
+  plan.num_lookahead_tokens = engine.speculative.LookaheadTokens();
+  plan.cache_mamba_spec_boundary_states =
+      engine.mamba_spec_boundary_states == MambaSpecBoundaryStates::kCached;
+
+  PREFIXSIM_ASSIGN_OR_RETURN(ConcreteLayers concrete, ListLayers(in));
+  const PrimaryBlock primary = ChoosePrimaryBlockSize(in, concrete, &plan);
+  plan.primary_block_size = static_cast<int>(primary.block_size);
+  SpecifyLayers(in, primary, &concrete.layers);
+  PREFIXSIM_RETURN_IF_ERROR(GroupLayers(in, primary.block_size, &concrete.layers, &plan));
+  PREFIXSIM_RETURN_IF_ERROR(SelectKernelBlockSizes(in, &plan));
+  SizeMemory(in, &plan);
+  PREFIXSIM_RETURN_IF_ERROR(SetGranularities(in, &plan));
+  MarkEagleGroups(engine, &plan);
+  WarnAboutCosts(primary.block_size, &plan);
   return plan;
 }
 

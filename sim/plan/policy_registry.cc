@@ -1,37 +1,32 @@
 #include <memory>
-#include <vector>
+#include <utility>
 
 #include "prefixsim/policy.h"
 #include "sim/plan/policies/policies.h"
 
 namespace prefixsim {
-namespace {
 
-const std::vector<std::unique_ptr<BlockSizePolicy>>& Policies() {
+const Registry<std::unique_ptr<BlockSizePolicy>>& PolicyRegistry() {
   static const auto* policies = [] {
-    auto* list = new std::vector<std::unique_ptr<BlockSizePolicy>>();
+    auto* registry = new Registry<std::unique_ptr<BlockSizePolicy>>("policy");
+    auto add = [registry](std::unique_ptr<BlockSizePolicy> policy) {
+      std::string name(policy->name());
+      registry->Add(std::move(name), std::move(policy));
+    };
     // One line per policy.
-    list->push_back(MakeOldPolicy());
-    list->push_back(MakeNewPolicy());
-    list->push_back(MakeNewDivisorOfPolicy());
-    return list;
+    add(MakeOldPolicy());
+    add(MakeNewPolicy());
+    add(MakeNewDivisorOfPolicy());
+    return registry;
   }();
   return *policies;
 }
 
-}  // namespace
-
 const BlockSizePolicy* FindPolicy(std::string_view name) {
-  for (const auto& p : Policies()) {
-    if (p->name() == name) return p.get();
-  }
-  return nullptr;
+  const std::unique_ptr<BlockSizePolicy>* policy = PolicyRegistry().Find(name);
+  return policy == nullptr ? nullptr : policy->get();
 }
 
-std::vector<std::string> RegisteredPolicyNames() {
-  std::vector<std::string> names;
-  for (const auto& p : Policies()) names.emplace_back(p->name());
-  return names;
-}
+std::vector<std::string> RegisteredPolicyNames() { return PolicyRegistry().Names(); }
 
 }  // namespace prefixsim

@@ -1,24 +1,22 @@
-#include <utility>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "sim/spec/acceptance_model.h"
+#include "sim/util/registry.h"
 
 namespace prefixsim {
 namespace {
 
-struct Entry {
-  std::string_view name;
-  AcceptanceFactory factory;
-};
-
-// One line per acceptance model.
-constexpr Entry kRegistry[] = {
-    {"geometric", &NewGeometricAcceptance},
-    {"per_position", &NewPerPositionAcceptance},
-    {"empirical", &NewEmpiricalAcceptance},
-    {"trace", &NewTraceAcceptance},
-};
+const Registry<AcceptanceFactory>& AcceptanceModels() {
+  static const auto* models = [] {
+    auto* registry = new Registry<AcceptanceFactory>("acceptance model");
+    // One line per acceptance model.
+    registry->Add("geometric", &NewGeometricAcceptance)
+        .Add("per_position", &NewPerPositionAcceptance)
+        .Add("empirical", &NewEmpiricalAcceptance)
+        .Add("trace", &NewTraceAcceptance);
+    return registry;
+  }();
+  return *models;
+}
 
 }  // namespace
 
@@ -27,18 +25,14 @@ absl::StatusOr<std::unique_ptr<AcceptanceModel>> NewAcceptanceModel(const Accept
   if (num_speculative_tokens < 0) {
     return absl::InvalidArgumentError("speculative.num_speculative_tokens must be >= 0");
   }
-  for (const Entry& e : kRegistry) {
-    if (e.name == config.model) return e.factory(config, num_speculative_tokens);
+  const AcceptanceFactory* factory = AcceptanceModels().Find(config.model);
+  if (factory == nullptr) {
+    return absl::NotFoundError(absl::StrCat("speculative.acceptance.model: ",
+                                            AcceptanceModels().UnknownNameMessage(config.model)));
   }
-  return absl::NotFoundError(
-      absl::StrCat("speculative.acceptance.model: unknown model \"", config.model,
-                   "\"; registered: ", absl::StrJoin(RegisteredAcceptanceModels(), ", ")));
+  return (*factory)(config, num_speculative_tokens);
 }
 
-std::vector<std::string> RegisteredAcceptanceModels() {
-  std::vector<std::string> names;
-  for (const Entry& e : kRegistry) names.emplace_back(e.name);
-  return names;
-}
+std::vector<std::string> RegisteredAcceptanceModels() { return AcceptanceModels().Names(); }
 
 }  // namespace prefixsim

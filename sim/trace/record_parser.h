@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "prefixsim/request.h"
 #include "prefixsim/trace.h"
+#include "sim/util/registry.h"
 
 namespace prefixsim {
 
@@ -63,7 +64,7 @@ struct TraceFormat {
 };
 
 // Registered formats, in detection order.
-const std::vector<TraceFormat>& TraceFormats();
+const Registry<TraceFormat>& TraceFormats();
 
 // Parsers (one file each).
 std::unique_ptr<RecordParser> NewMooncakeParser(const TraceOptions& options);

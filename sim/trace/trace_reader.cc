@@ -12,7 +12,6 @@
 #include "sim/trace/json_fields.h"
 #include "sim/trace/line_reader.h"
 #include "sim/trace/record_parser.h"
-#include "sim/util/did_you_mean.h"
 #include "simdjson.h"
 
 namespace prefixsim {
@@ -199,14 +198,9 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
   std::string path(path_view);
   const TraceFormat* format = nullptr;
   if (!options.format.empty()) {
-    for (const TraceFormat& candidate : TraceFormats()) {
-      if (candidate.name == options.format) format = &candidate;
-    }
+    format = TraceFormats().Find(options.format);
     if (format == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown trace format '", options.format, "'",
-                       DidYouMean(options.format, RegisteredTraceFormats()),
-                       "; registered: ", absl::StrJoin(RegisteredTraceFormats(), ", ")));
+      return absl::InvalidArgumentError(TraceFormats().UnknownNameMessage(options.format));
     }
   }
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
@@ -239,9 +233,9 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
     } else if (StartsWithBrace(first_line)) {
       return json;  // a JSONL trace whose first record is broken: say so, not "unknown format"
     }
-    for (const TraceFormat& candidate : TraceFormats()) {
-      if (candidate.detect(first)) {
-        format = &candidate;
+    for (const auto& candidate : TraceFormats()) {
+      if (candidate.value.detect(first)) {
+        format = &candidate.value;
         break;
       }
     }

@@ -182,7 +182,7 @@ TEST(UnitsCliTest, TypoedPresetsSuggestTheClosestAndListThePresets) {
   const auto policy = RunCli("resolve" + std::string(kLlama) + " --policy nwe");
   EXPECT_EQ(policy.exit_code, 2) << policy.output;
   EXPECT_THAT(policy.output, HasSubstr("did you mean 'new'?"));
-  EXPECT_THAT(policy.output, HasSubstr("known: "));
+  EXPECT_THAT(policy.output, HasSubstr("(registered: old, new, new_divisor_of)"));
   const auto router =
       RunCli("replay --trace " + kChat + kLlama + " --no-progress --router round_robn");
   EXPECT_EQ(router.exit_code, 2) << router.output;

@@ -6,7 +6,6 @@
 // and fleet tests run that way.) The sampled checker of the soak (--check-invariants-every) only
 // reads: a run checking after every step gives the same bytes too.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -18,28 +17,24 @@ namespace prefixsim {
 namespace {
 
 using ::prefixsim::testing::ReadFile;
+using ::prefixsim::testing::RunCli;
+using ::prefixsim::testing::SampleReplayArgs;
+using ::prefixsim::testing::TempOutputPath;
 
-struct Case {
-  const char* name;
-  const char* trace;
-  const char* args;
-};
+using Case = ::prefixsim::testing::SampleReplayCase;
 
 class FastPathTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FastPathTest, SameBytesAsTheSlowPath) {
   const Case& c = GetParam();
-  const std::string src = PREFIXSIM_SOURCE_DIR;
-  const std::string base =
-      ::testing::TempDir() + "/" + std::to_string(getpid()) + "_fast_" + c.name;
+  const std::string base = TempOutputPath(std::string("fast_") + c.name);
   const char* modes[3] = {"", " --no-fast-path", " --check-invariants-every 1"};
   std::string outputs[3];
   for (int m = 0; m < 3; ++m) {
     const std::string json = base + "_" + std::to_string(m) + ".json";
     const std::string csv = base + "_" + std::to_string(m) + ".csv";
-    const auto r = ::prefixsim::testing::RunCli(
-        "replay --trace " + src + "/traces/" + c.trace + " " + c.args +
-        " --seed 5 --no-wall-time --no-progress --json " + json + " --csv " + csv + modes[m]);
+    const auto r = RunCli(SampleReplayArgs(c.trace, c.args, /*seed=*/5) + " --json " + json +
+                          " --csv " + csv + modes[m]);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     outputs[m] = ReadFile(json) + ReadFile(csv);
     ASSERT_GT(outputs[m].size(), 1000u);
@@ -64,7 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"chat_fleet", "sample_chat.jsonl",
                            "--model kimi-k3-like --engine kimi-k3-dspark --policy old --replicas 3 "
                            "--router kv_aware"}),
-    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+    ::prefixsim::testing::SampleReplayCaseName);
 
 }  // namespace
 }  // namespace prefixsim

@@ -20,16 +20,13 @@ namespace {
 
 using ::prefixsim::testing::ReadFile;
 using ::prefixsim::testing::RunCli;
+using ::prefixsim::testing::TempOutputPath;
 using ::testing::HasSubstr;
 using testing_engine::Req;
 using testing_engine::SmallEngine;
 using testing_engine::VectorTrace;
 using testing_kv::Iota;
 using testing_kv::Unitary;
-
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
-}
 
 const std::string kChat = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_chat.jsonl";
 
@@ -124,8 +121,8 @@ TEST(ProgressGuardTest, MooncakeOnOneReplicaIsNamedOverloadedEverywhere) {
   const std::string trace =
       std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl.zst";
   if (access(trace.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << trace;
-  const std::string json = TempPath("overloaded.json");
-  const std::string html = TempPath("overloaded.html");
+  const std::string json = TempOutputPath("overloaded.json");
+  const std::string html = TempOutputPath("overloaded.html");
   const auto r = RunCli("compare --trace " + trace +
                         " --model kimi-k3-like --engine kimi-k3-dspark --policies old,new "
                         "--no-progress --json " +
@@ -148,7 +145,7 @@ TEST(ProgressGuardTest, CapacitiesPassTheStartupCheckBeforeAnyReplay) {
   const auto r = RunCli("compare --trace " + kChat +
                         " --model kimi-k3-like --engine kimi-k3-dspark --policies old,new "
                         "--no-progress --html " +
-                        TempPath("caps.html") + " --capacities 1GiB");
+                        TempOutputPath("caps.html") + " --capacities 1GiB");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--capacities 1073741824 bytes, policy old"));
   EXPECT_THAT(r.output, HasSubstr("max_model_len"));

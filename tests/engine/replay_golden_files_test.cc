@@ -2,7 +2,6 @@
 // --json` (wall time omitted) must match tests/golden/ byte for byte. A deliberate behaviour
 // change regenerates them with PREFIXSIM_UPDATE_GOLDEN=1 (and the diff is reviewed).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -15,25 +14,21 @@ namespace prefixsim {
 namespace {
 
 using ::prefixsim::testing::ReadFile;
+using ::prefixsim::testing::RunCli;
+using ::prefixsim::testing::SampleReplayArgs;
+using ::prefixsim::testing::TempOutputPath;
 
-struct GoldenCase {
-  const char* name;
-  const char* trace;
-  const char* args;
-};
+using GoldenCase = ::prefixsim::testing::SampleReplayCase;
 
 class ReplayGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(ReplayGoldenTest, MatchesGoldenJson) {
   const GoldenCase& c = GetParam();
-  const std::string src = PREFIXSIM_SOURCE_DIR;
-  const std::string out =
-      ::testing::TempDir() + "/" + std::to_string(getpid()) + "_golden_" + c.name + ".json";
-  const auto r =
-      ::prefixsim::testing::RunCli("replay --trace " + src + "/traces/" + c.trace + " " + c.args +
-                                   " --seed 3 --no-wall-time --no-progress --json " + out);
+  const std::string out = TempOutputPath(std::string("golden_") + c.name + ".json");
+  const auto r = RunCli(SampleReplayArgs(c.trace, c.args, /*seed=*/3) + " --json " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string golden_path = src + "/tests/golden/replay_" + c.name + ".json";
+  const std::string golden_path =
+      std::string(PREFIXSIM_SOURCE_DIR) + "/tests/golden/replay_" + c.name + ".json";
   const std::string got = ReadFile(out);
   if (std::getenv("PREFIXSIM_UPDATE_GOLDEN") != nullptr) {
     std::ofstream(golden_path, std::ios::binary) << got;
@@ -63,7 +58,7 @@ INSTANTIATE_TEST_SUITE_P(
                       GoldenCase{"chat_llama_preempting", "sample_chat.jsonl",
                                  "--model llama-3.1-8b-layout --engine llama-3.1-8b --policy new "
                                  "--num-gpu-blocks 400"}),
-    [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
+    ::prefixsim::testing::SampleReplayCaseName);
 
 }  // namespace
 }  // namespace prefixsim

@@ -17,12 +17,9 @@ namespace prefixsim {
 namespace {
 
 using ::prefixsim::testing::RunCli;
+using ::prefixsim::testing::TempOutputPath;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
-}
 
 using ::prefixsim::testing::ReadFile;
 
@@ -41,7 +38,7 @@ const char kLlama[] = " --model llama-3.1-8b-layout --engine llama-3.1-8b";
 std::string SmallTrace() {
   // One 64-token prompt (served) and one 4095-token prompt (4095 + 1 output = max_model_len
   // 4096: admissible, but needs 256 blocks of the 8 usable: does_not_fit).
-  const std::string path = TempPath("small_pool.jsonl");
+  const std::string path = TempOutputPath("small_pool.jsonl");
   std::ofstream out(path);
   out << R"({"timestamp": 0, "input_length": 64, "output_length": 4, "hash_ids": [1]})"
       << "\n";
@@ -62,7 +59,7 @@ TEST(StartupCheckCliTest, NumGpuBlocksNineResolvesAndReplays) {
   EXPECT_EQ(plan["startup_check"]["performed"], false);
   EXPECT_EQ(plan["startup_check"]["ok"], true);
 
-  const std::string json = TempPath("small_pool_replay.json");
+  const std::string json = TempOutputPath("small_pool_replay.json");
   const auto replay =
       RunCli("replay --trace " + SmallTrace() + flags + " --no-progress --json " + json);
   ASSERT_EQ(replay.exit_code, 0) << replay.output;
@@ -110,7 +107,7 @@ TEST(StartupCheckCliTest, ReplayAndCompareRefuseTooLittleKvCacheBytes) {
 
 // Files first: a missing trace is named even when the plan would also be refused.
 TEST(StartupCheckCliTest, MissingTraceIsReportedBeforePlanning) {
-  const std::string missing = TempPath("no_such_trace.jsonl");
+  const std::string missing = TempOutputPath("no_such_trace.jsonl");
   for (const std::string command : {"replay", "compare"}) {
     const auto r = RunCli(command + " --trace " + missing + kLlama + " --kv-cache-bytes " +
                           std::to_string(2 * kBytesPerBlock));
@@ -119,7 +116,7 @@ TEST(StartupCheckCliTest, MissingTraceIsReportedBeforePlanning) {
     EXPECT_THAT(r.output, Not(HasSubstr("max_model_len")));
   }
   // A trace that exists but does not parse is also reported before the model is even read.
-  const std::string bad = TempPath("bad_trace.jsonl");
+  const std::string bad = TempOutputPath("bad_trace.jsonl");
   std::ofstream(bad) << "not json\n";
   const auto r = RunCli("replay --trace " + bad + " --model no-such-model --engine llama-3.1-8b");
   EXPECT_EQ(r.exit_code, 2) << r.output;

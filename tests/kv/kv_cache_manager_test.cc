@@ -11,18 +11,13 @@
 namespace prefixsim {
 namespace {
 
+using testing_kv::Checked;
 using testing_kv::Concat;
 using testing_kv::Group;
 using testing_kv::Iota;
 using testing_kv::Literal;
 using testing_kv::Plan;
 using testing_kv::Unitary;
-
-KvCacheOptions Checked() {
-  KvCacheOptions o;
-  o.check_invariants = true;
-  return o;
-}
 
 // Runs a whole prefill in one step and returns the hit it got.
 PrefixHit Prefill(KvCacheManager& m, const Request& r) {

@@ -6,11 +6,19 @@
 #include <numeric>
 #include <vector>
 
+#include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
 
 namespace prefixsim {
 namespace testing_kv {
+
+// Options that run the manager's invariant checker after every operation.
+inline KvCacheOptions Checked() {
+  KvCacheOptions o;
+  o.check_invariants = true;
+  return o;
+}
 
 inline KvGroup Group(LayerKind kind, int block_size, int64_t window = 0, bool eagle = false,
                      int64_t chunk = 0) {

@@ -15,18 +15,13 @@
 namespace prefixsim {
 namespace {
 
+using testing_kv::Checked;
 using testing_kv::Concat;
 using testing_kv::Group;
 using testing_kv::Iota;
 using testing_kv::Literal;
 using testing_kv::Plan;
 using testing_kv::Unitary;
-
-KvCacheOptions Checked() {
-  KvCacheOptions o;
-  o.check_invariants = true;
-  return o;
-}
 
 // Admits the request and runs its prefill in steps ending at `step_ends` (then at the prompt end).
 PrefixHit RunPrefill(KvCacheManager& m, const Request& r, std::vector<int64_t> step_ends = {}) {

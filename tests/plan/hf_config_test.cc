@@ -532,9 +532,9 @@ TEST(HfConfigTest, MissingFieldsNameThemselves) {
 
 TEST(HfConfigTest, WrongTypesAndBadValuesAreErrors) {
   EXPECT_EQ(ErrorText(R"({"model_type": "llama", "num_hidden_layers": "32"})"),
-            "cfg.json:1: field 'num_hidden_layers': expected an integer, got \"32\"");
+            "cfg.json:1: field 'num_hidden_layers': must be an integer, got \"32\"");
   EXPECT_EQ(ErrorText(R"({"model_type": "llama", "num_hidden_layers": 0})"),
-            "cfg.json:1: field 'num_hidden_layers': must be at least 1, got 0");
+            "cfg.json:1: field 'num_hidden_layers': must be >= 1, got 0");
   EXPECT_THAT(ErrorText(R"({"model_type": "gpt_oss", "num_hidden_layers": 2,
                               "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128,
                               "layer_types": ["sliding_attention"]})"),
@@ -557,7 +557,7 @@ TEST(HfConfigTest, ErrorsNameTheLineOfTheField) {
   const std::string field = "\"sliding_window\": 4096";
   text.replace(text.find(field), field.size(), "\"sliding_window\": \"4k\"");
   EXPECT_EQ(std::string(ImportHfConfig(text, "gemma-2-9b.json", {}).status().message()),
-            "gemma-2-9b.json:27: field 'sliding_window': expected an integer, got \"4k\"");
+            "gemma-2-9b.json:27: field 'sliding_window': must be an integer, got \"4k\"");
 }
 
 TEST(HfConfigTest, MalformedJsonIsAnError) {

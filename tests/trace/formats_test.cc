@@ -13,6 +13,8 @@ namespace {
 using ::prefixsim::testing::ExpandPrompt;
 using ::prefixsim::testing::ExpandSegments;
 using ::prefixsim::testing::ReadAll;
+using ::prefixsim::testing::ReadResult;
+using ::prefixsim::testing::ReadsAs;
 using ::prefixsim::testing::WriteTemp;
 
 void ExpectError(const testing::ReadResult& result, const std::string& path, int line,
@@ -37,10 +39,8 @@ TEST(BailianReaderTest, SixteenTokenBlocksAndSessionsFollowParentChats) {
       "\"output_length\": 5, \"type\": \"text\", \"turn\": 2, \"hash_ids\": [1, 2, 4, 5]}\n"
       "{\"chat_id\": 102, \"parent_chat_id\": 101, \"timestamp\": 13, \"input_length\": 70, "
       "\"output_length\": 5, \"type\": \"text\", \"turn\": 3, \"hash_ids\": [1, 2, 4, 5, 6]}\n");
-  auto result = ReadAll(path);
-  ASSERT_TRUE(result.status.ok()) << result.status;
-  EXPECT_EQ(result.format, "bailian");
-  ASSERT_EQ(result.requests.size(), 4u);
+  ReadResult result;
+  ASSERT_TRUE(ReadsAs(path, "bailian", 4, &result));
   EXPECT_EQ(result.requests[0].prompt[2].length, 8u);       // 40 = 16 + 16 + 8
   EXPECT_EQ(result.requests[2].arrival_ns, 1'750'000'000);  // 12.25 s - 10.5 s
   EXPECT_EQ(result.requests[0].session_id, "100");
@@ -101,10 +101,8 @@ TEST(TokensReaderTest, LiteralPromptAndOutputSessionsAndCacheSalt) {
       "{\"arrival_s\": 3.5, \"prompt_token_ids\": [5], \"output_length\": 0, "
       "\"cache_salt\": \"tenant-b\"}\n"
       "{\"arrival_s\": 4, \"prompt_token_ids\": [5], \"output_length\": 2}\n");
-  auto result = ReadAll(path);
-  ASSERT_TRUE(result.status.ok()) << result.status;
-  EXPECT_EQ(result.format, "tokens");
-  ASSERT_EQ(result.requests.size(), 4u);
+  ReadResult result;
+  ASSERT_TRUE(ReadsAs(path, "tokens", 4, &result));
   const Request& first = result.requests[0];
   EXPECT_EQ(first.prompt_tokens, 3);
   EXPECT_EQ(first.output_tokens, 4);
@@ -163,10 +161,8 @@ TEST(LlmServingSimReaderTest, ReadsTokenIdsAndNanosecondArrivals) {
                                "\"input_tok_ids\": [1, 2, 3], \"output_tok_ids\": [4, 5]}\n"
                                "{\"input_toks\": 2, \"output_toks\": 1, \"arrival_time_ns\": 2500, "
                                "\"input_tok_ids\": [1, 2], \"output_tok_ids\": [9]}\n");
-  auto result = ReadAll(path);
-  ASSERT_TRUE(result.status.ok()) << result.status;
-  EXPECT_EQ(result.format, "llmservingsim");
-  ASSERT_EQ(result.requests.size(), 2u);
+  ReadResult result;
+  ASSERT_TRUE(ReadsAs(path, "llmservingsim", 2, &result));
   EXPECT_EQ(result.requests[1].arrival_ns, 1500);
   EXPECT_EQ(result.requests[0].literal_tokens, (std::vector<uint32_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(result.requests[0].output[0].offset, 3u);
@@ -202,10 +198,8 @@ TEST(LengthsReaderTest, HeaderNamesColumnsAndEveryRequestIsUnique) {
                                "109,4.314579,y,396\n"
                                "\n"
                                "55,4.541877,z,374\n");
-  auto result = ReadAll(path);
-  ASSERT_TRUE(result.status.ok()) << result.status;
-  EXPECT_EQ(result.format, "lengths");
-  ASSERT_EQ(result.requests.size(), 3u);
+  ReadResult result;
+  ASSERT_TRUE(ReadsAs(path, "lengths", 3, &result));
   EXPECT_EQ(result.stats.records, 3);
   EXPECT_EQ(result.requests[0].prompt_tokens, 374);
   EXPECT_EQ(result.requests[0].output_tokens, 44);

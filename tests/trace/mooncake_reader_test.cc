@@ -13,6 +13,8 @@ namespace {
 
 using ::prefixsim::testing::ExpandPrompt;
 using ::prefixsim::testing::ReadAll;
+using ::prefixsim::testing::ReadResult;
+using ::prefixsim::testing::ReadsAs;
 using ::prefixsim::testing::SharedFullBlocks;
 using ::prefixsim::testing::WriteTemp;
 
@@ -23,10 +25,8 @@ TEST(MooncakeReaderTest, ExpandsHashIdsToBlocksWithARemainderLastBlock) {
                 "\"hash_ids\": [4, 9, 2]}\n"
                 "{\"timestamp\": 1500, \"input_length\": 1024, \"output_length\": 0, "
                 "\"hash_ids\": [4, 9]}\n");
-  auto result = ReadAll(path);
-  ASSERT_TRUE(result.status.ok()) << result.status;
-  EXPECT_EQ(result.format, "mooncake");
-  ASSERT_EQ(result.requests.size(), 2u);
+  ReadResult result;
+  ASSERT_TRUE(ReadsAs(path, "mooncake", 2, &result));
   const Request& first = result.requests[0];
   EXPECT_EQ(first.id, 0u);
   EXPECT_EQ(first.arrival_ns, 0);

@@ -95,6 +95,25 @@ inline ReadResult ReadAll(const std::string& path, const TraceOptions& options =
   return result;
 }
 
+// Reads the trace at `path` whole into *result: success when it reads without error, detected as
+// `format`, with `num_requests` requests (the readers' tests all start this way).
+inline ::testing::AssertionResult ReadsAs(const std::string& path, const std::string& format,
+                                          size_t num_requests, ReadResult* result) {
+  *result = ReadAll(path);
+  if (!result->status.ok()) {
+    return ::testing::AssertionFailure() << path << ": " << result->status;
+  }
+  if (result->format != format) {
+    return ::testing::AssertionFailure()
+           << path << ": detected as " << result->format << ", not " << format;
+  }
+  if (result->requests.size() != num_requests) {
+    return ::testing::AssertionFailure()
+           << path << ": " << result->requests.size() << " requests, not " << num_requests;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // One key per token: (content_id, offset) for virtual content, (0, token id) for literal tokens.
 // Two tokens are the same content exactly when their keys are equal.
 using TokenKey = std::pair<uint64_t, uint64_t>;

@@ -29,6 +29,7 @@ class KvAwareRouter final : public Router {
   KvAwareRouter(const RouterConfig& config, bool aligned) : config_(config), aligned_(aligned) {}
 
   std::string_view name() const override { return aligned_ ? "kv_aware" : "kv_aware_unaligned"; }
+  bool uses_overlap_weight() const override { return true; }
 
   void Attach(FleetView& fleet) override {
     PREFIXSIM_CHECK(config_.plan != nullptr);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "prefixsim/policy.h"
+#include "sim/util/registry.h"
 
 namespace prefixsim {
 
@@ -23,6 +24,9 @@ inline std::optional<int> LargestFitting(const std::vector<int>& candidates,
 std::unique_ptr<BlockSizePolicy> MakeOldPolicy();
 std::unique_ptr<BlockSizePolicy> MakeNewPolicy();
 std::unique_ptr<BlockSizePolicy> MakeNewDivisorOfPolicy();
+
+// The built-in policies by name (sim/plan/policy_registry.cc; FindPolicy reads it).
+const Registry<std::unique_ptr<BlockSizePolicy>>& PolicyRegistry();
 
 }  // namespace prefixsim
 
