@@ -22,6 +22,7 @@
 #include "sim/grid/sweep.h"
 #include "sim/report/report.h"
 #include "sim/util/atomic_file.h"
+#include "sim/util/data_dir.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -150,7 +151,12 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       const int n = o->shards > 0 ? o->shards : static_cast<int>(scenario->points.size());
       const std::string exe = SelfExe();
       const std::string out = AbsPath(o->out);
-      const std::string script = std::string(PREFIXSIM_SOURCE_DIR) + "/scripts/slurm/sweep.sbatch";
+      auto found = FindDataFile("scripts/slurm/sweep.sbatch");
+      if (!found.ok()) {
+        ctx.exit_code = ReportError("sweep", found.status());
+        return;
+      }
+      const std::string script = found->string();
       const std::string extra = o->no_wall_time ? " --no-wall-time" : "";
       const std::string sb = o->sbatch_args.empty() ? "" : " " + o->sbatch_args;
       const std::string array_line = absl::StrCat(

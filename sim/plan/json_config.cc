@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
 #include "sim/util/byte_size.h"
+#include "sim/util/data_dir.h"
 #include "sim/util/did_you_mean.h"
 
 namespace prefixsim {
@@ -256,10 +257,11 @@ absl::StatusOr<std::string> ReadFileToString(std::string_view path) {
 
 namespace {
 
+// configs/ under each data root (sim/util/data_dir.h): $PREFIXSIM_CONFIG_DIR, the installed
+// share/prefixsim next to the binary, the source tree.
 std::vector<std::filesystem::path> PresetRoots() {
-  std::vector<std::filesystem::path> roots;
-  if (const char* env = std::getenv("PREFIXSIM_CONFIG_DIR")) roots.emplace_back(env);
-  roots.emplace_back(std::filesystem::path(PREFIXSIM_SOURCE_DIR) / "configs");
+  std::vector<std::filesystem::path> roots = DataDirs();
+  for (std::filesystem::path& root : roots) root /= "configs";
   return roots;
 }
 
@@ -300,7 +302,8 @@ absl::StatusOr<std::string> ResolvePresetPath(std::string_view path_or_preset,
     return absl::NotFoundError(absl::StrCat(
         AbslView(path_or_preset), ": no such file and no ", AbslView(kind),
         " preset of that name in configs/", AbslView(kind), "/",
-        DidYouMean(path_or_preset, presets), " (presets: ", absl::StrJoin(presets, ", "), ")"));
+        DidYouMean(path_or_preset, presets), " (presets: ", absl::StrJoin(presets, ", "), "; ",
+        LookedIn(PresetRoots()), ")"));
   }
   return absl::NotFoundError(absl::StrCat(AbslView(path_or_preset), ": cannot open file"));
 }

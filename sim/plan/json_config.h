@@ -63,11 +63,11 @@ class JsonConfig {
 // Reads a whole file. NotFound names the path.
 absl::StatusOr<std::string> ReadFileToString(std::string_view path);
 
-// The preset names of configs/<kind>/ (and $PREFIXSIM_CONFIG_DIR/<kind>/), sorted.
+// The preset names of configs/<kind>/ under every data root (sim/util/data_dir.h), sorted.
 std::vector<std::string> PresetNames(std::string_view kind);
 
 // Resolves a config argument: an existing file path, or a preset name looked up as
-// <dir>/<name>.json in the source tree's configs/<kind>/ directory.
+// <root>/configs/<kind>/<name>.json in the first data root that has it (sim/util/data_dir.h).
 absl::StatusOr<std::string> ResolvePresetPath(std::string_view path_or_preset,
                                               std::string_view kind);
 

@@ -1,5 +1,6 @@
 // Reports of a replay (docs/design.md §4.5): the readable terminal summary, the JSON summary, the
 // per-request CSV, and the side-by-side comparison of several policies (text, JSON, HTML).
+// prefixsim/report.h is the public face of these for embedders (public_report.cc).
 #ifndef PREFIXSIM_SIM_REPORT_REPORT_H_
 #define PREFIXSIM_SIM_REPORT_REPORT_H_
 
@@ -11,14 +12,9 @@
 #include "prefixsim/analyze.h"
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_plan.h"
+#include "prefixsim/report.h"
 
 namespace prefixsim {
-
-struct ReportOptions {
-  // wall_time_s is the only field that differs between two runs with the same inputs and seed;
-  // false omits it so that reports are byte-identical (CLI --no-wall-time).
-  bool include_wall_time = true;
-};
 
 // Memory the plan wastes on padding: per block id, the padded bytes of real layers plus whole
 // pages of virtual padding layers, averaged over groups (every group assumed to hold the same
@@ -40,9 +36,9 @@ std::string SignalName(int signal);
 std::string OverloadWarning(const ReplayResult& result);
 
 std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_time = true);
-// One row per request: id, arrival, prompt tokens, hit tokens, loss to alignment, TTFT,
-// end-to-end, preemptions (docs/design.md §4.5), plus output tokens and why a request was skipped.
-void WriteRequestsCsv(const ReplayResult& result, std::ostream& out);
+// WriteRequestsCsv (prefixsim/report.h) writes one row per request: id, arrival, prompt tokens,
+// hit tokens, loss to alignment, TTFT, end-to-end, preemptions (docs/design.md §4.5), plus output
+// tokens and why a request was skipped.
 // The same, a row at a time (streamed as requests finish); `fleet` adds the replica column.
 void WriteRequestsCsvHeader(bool fleet, std::ostream& out);
 void WriteRequestCsvRow(const RequestRecord& record, bool fleet, std::ostream& out);

@@ -1,0 +1,30 @@
+// prefixsim/report.h over the internal writers, formatted exactly as the CLI formats them
+// (sim/cli/replay_cmd.cc, sim/cli/compare_cmd.cc), so an embedder's report equals the CLI's.
+#include "prefixsim/report.h"
+#include "sim/report/report.h"
+
+namespace prefixsim {
+
+std::string ReplayReportText(const ReplayResult& result, const ReportOptions& options) {
+  return FormatReplaySummary(result, options.include_wall_time);
+}
+
+std::string ReplayReportJson(const ReplayResult& result, const ReportOptions& options) {
+  return ReplayResultToJson(result, options).dump(2) + "\n";
+}
+
+std::string ComparisonReportText(const std::vector<ReplayResult>& results) {
+  return FormatComparison(results);
+}
+
+std::string ComparisonReportJson(const std::vector<ReplayResult>& results,
+                                 const ReportOptions& options) {
+  return ComparisonToJson(results, options).dump(2) + "\n";
+}
+
+std::string ComparisonReportHtml(const std::vector<ReplayResult>& results,
+                                 const std::string& title) {
+  return ComparisonHtml(results, title);
+}
+
+}  // namespace prefixsim
