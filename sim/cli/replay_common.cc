@@ -15,6 +15,7 @@
 #include "sim/cli/atomic_file.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/trace_flags.h"
+#include "sim/engine/replay_tuning.h"
 #include "sim/trace/read_ahead.h"
 
 namespace prefixsim::cli {
@@ -80,15 +81,16 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   options.seed = o.seed;
   options.check_invariants = o.check_invariants;
   options.check_invariants_every = o.check_invariants_every;
-  options.kv_fast_path = !o.no_fast_path;
   options.record_requests = keep_records;
   options.record_sink = std::move(record_sink);
   options.hit_rate_window_requests = o.hit_rate_window;
   options.cost_active_params = o.active_params;
   options.interrupt = InterruptFlag();  // set only where a command installed the handlers
-  options.skip_teardown = o.skip_teardown;
   options.max_preemptions_without_finish = o.max_preemptions_without_finish;
   options.max_steps_without_finish = o.max_steps_without_finish;
+  ReplayTuning tuning;
+  tuning.kv_fast_path = !o.no_fast_path;
+  tuning.skip_teardown = o.skip_teardown;
   // Progress on stderr once the run has lasted a second: on a terminal one line rewritten in
   // place; elsewhere (a CI log, a file) a full line every 10 s, so a long run is seen alive.
   const bool show_progress = !o.no_progress && !progress_label.empty();
@@ -113,8 +115,12 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
       std::fflush(stderr);
     };
   }
+  // The KV manager says nothing itself (docs/design.md §2: only the CLI prints).
+  if (const std::string warning = PrefixCachingDisabledWarning(plan); !warning.empty()) {
+    std::fprintf(stderr, "%s\n", warning.c_str());
+  }
   absl::StatusOr<ReplayResult> result =
-      ReplayWithFleetSizing(plan, model, engine, open_trace, options);
+      ReplayWithFleetSizing(plan, model, engine, open_trace, options, tuning);
   if (printed && terminal) std::fprintf(stderr, "\n");
   if (result.ok()) result->trace_has_prefix_identity = has_prefix_identity;
   return result;
