@@ -21,7 +21,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "nlohmann/json.hpp"
 #include "prefixsim/request.h"
 #include "prefixsim/trace.h"
 
@@ -140,8 +139,9 @@ absl::StatusOr<AnalyzeResult> AnalyzeTraceFile(const std::string& path,
 
 // The JSON report: requests, prompt_tokens, unique_blocks, reused_block_fraction,
 // alignment_curve [{alignment, hit_rate}], capacity_curve [{capacity_blocks, lru_hit_rate,
-// optimal_hit_rate}], plus the other fields of AnalyzeResult. Keys keep a fixed order.
-nlohmann::ordered_json AnalyzeResultToJson(const AnalyzeResult& result);
+// optimal_hit_rate}], plus the other fields of AnalyzeResult. Keys keep a fixed order; indented
+// by two spaces, with no trailing newline.
+std::string AnalyzeResultToJson(const AnalyzeResult& result);
 // A readable multi-line summary for the terminal.
 std::string FormatAnalyzeResult(const AnalyzeResult& result);
 

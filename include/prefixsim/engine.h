@@ -64,12 +64,6 @@ struct ReplayOptions {
   // Requests in the sliding window of vLLM's logged hit rate (docs/semantics.md §12,
   // CachingMetrics).
   int64_t hit_rate_window_requests = 1000;
-  // KvCacheOptions::fast_path: skip KV calls that cannot change anything (identical results;
-  // false is the slow reference path, for tests and --no-fast-path).
-  bool kv_fast_path = true;
-  // A replica's steps that end before the next arrival run back to back, outside the event
-  // queue (identical results, sim/fleet/fleet.cc; false queues every step, for tests).
-  bool replica_run_ahead = true;
   // Use Request::accepted_lengths when a request carries them, whatever the acceptance model.
   bool use_trace_accepted_lengths = true;
   // Called about every `progress_interval_requests` arrivals, every 1024 steps and once at the
@@ -83,11 +77,6 @@ struct ReplayOptions {
   // is non-zero the replay stops before its next event and returns what it simulated so far,
   // with ReplayResult::partial set. Read once per event and step (a relaxed load).
   const std::atomic<int>* interrupt = nullptr;
-  // For a process that exits right after Replay returns (the CLI's replay and compare): leave the
-  // simulated state (request slots, block tables: ~10^5 small allocations) to the exit instead of
-  // freeing it piece by piece, which costs several percent of a replay's wall time. Ignored in
-  // sanitizer builds, whose leak checker would report it. Do not set it in a long-lived process.
-  bool skip_teardown = false;
   // A replica that preempts this many times, or runs this many steps, without finishing a
   // request is thrashing (its KV cache cannot hold the requests it admits; vLLM would run that
   // way for ever): the replay stops with ResourceExhausted, naming the cause and the remedies.

@@ -6,17 +6,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
 
 namespace prefixsim {
-
-namespace kv {
-using HashPair = ChunkHash;  // sim/kv/block_hasher.h
-class IndexMirror;
-}  // namespace kv
 
 // Store/remove events of a cache's prefix index, as vLLM publishes KV events (BlockStored,
 // BlockRemoved) for routers to consume. One event per block published under a key and per block
@@ -27,8 +23,6 @@ class CacheEventListener {
   virtual ~CacheEventListener() = default;
   virtual void OnBlockStored(uint64_t key, uint32_t tag) = 0;
   virtual void OnBlockRemoved(uint64_t key) = 0;
-  // A hint that an event for `key` may come soon (a cache prefetch; no event is implied).
-  virtual void Prefetch(uint64_t /*key*/) const {}
 };
 
 struct KvCacheOptions {
@@ -40,10 +34,6 @@ struct KvCacheOptions {
   // max_model_len: AllocateSlots caps computed + new + lookahead tokens here (docs/semantics.md
   // §10.1). 0 means no cap.
   int64_t max_model_len = 0;
-  // Skip AllocateSlots calls that cannot change anything: a running request whose tokens stay
-  // inside the blocks it already holds (kv_cache_manager.cc, QuietKey). Results are identical
-  // either way (tests compare); false runs every call in full.
-  bool fast_path = true;
 };
 
 struct KvCacheCounters {
@@ -81,6 +71,12 @@ struct PrefixHit {
 // turn's prompt names an earlier turn's generated output.
 uint64_t GeneratedOutputContentId(uint64_t request_id);
 
+// Why a manager of `plan` keeps no prefix cache although the plan enables it: a prefix-cacheable
+// group whose block size is not a multiple of the hash block size, which vLLM refuses at startup
+// (docs/semantics.md §7). Empty when the plan has no such group. The manager prints nothing;
+// callers show it.
+std::string PrefixCachingDisabledWarning(const KvPlan& plan);
+
 // Names a request tracked by a KvCacheManager (a slot of its request table). Default: none.
 struct KvRequestHandle {
   uint32_t slot = UINT32_MAX;
@@ -100,17 +96,14 @@ class KvCacheManager {
   // ids unique.
   KvRequestHandle AddRequest(const Request* request);
   // Work another thread can do for a manager of `plan` before `request` reaches it: the prompt's
-  // block hashes (Request::prompt_hashes), which AddRequest and HashPrompt then take instead of
-  // computing them. Results are the same with or without it. Reads only `plan` and `request`:
-  // safe to run on a reader thread. Does nothing without prefix caching.
+  // block hashes (Request::prompt_hashes), which AddRequest and the routers' lookups then take
+  // instead of computing them. Results are the same with or without it. Reads only `plan` and
+  // `request`: safe to run on a reader thread. Does nothing without prefix caching.
   static void PrepareRequest(const KvPlan& plan, Request* request);
   // Stops tracking; its handle is invalid from now on. REQUIRES: its blocks were freed with Free().
   void RemoveRequest(uint64_t request_id);
   // The handle of a tracked request. REQUIRES: AddRequest'ed and not removed.
   KvRequestHandle Handle(uint64_t request_id) const;
-  // A hint that `request`'s state is used soon (a step visits every running request, whose
-  // state went cold since the last one). No effect on results.
-  void Prefetch(KvRequestHandle request) const;
 
   // Tells the manager that the request's verified token count (prompt + accepted outputs, no
   // drafts) is now `num_tokens`. Output tokens beyond Request::output get unique content.
@@ -160,20 +153,6 @@ class KvCacheManager {
   // outlive the manager or be unset first.
   void SetCacheEventListener(CacheEventListener* listener);
 
-  // Routing support. HashPrompt computes a prompt's block hashes at the plan's hash granularity
-  // H (equal for every engine with the same plan). PeekPromptHit gives the hit (tokens) that the
-  // admission lookup (docs/semantics.md §9: the fixed point, the alignment to A, max_hit = prompt -
-  // 1) would give this prompt now, without registering it or touching a block; with `mirror`, it
-  // runs the same lookup on that mirror of a cache instead of on this cache.
-  // PeekPrimaryOverlap is what a hybrid-unaware router counts: the longest run of the primary
-  // group's blocks cached from the start, in tokens, with no other group, no alignment to A and
-  // no max_hit cap. Both are 0 without prefix caching.
-  void HashPrompt(const Request& request, std::vector<kv::HashPair>* hashes) const;
-  int64_t PeekPromptHit(const Request& request, const std::vector<kv::HashPair>& hashes,
-                        const kv::IndexMirror* mirror = nullptr);
-  int64_t PeekPrimaryOverlap(const Request& request, const std::vector<kv::HashPair>& hashes,
-                             const kv::IndexMirror* mirror = nullptr) const;
-
   int64_t num_free_blocks() const;    // free and cached-free blocks (not the null block)
   int64_t num_usable_blocks() const;  // num_blocks - 1
   double usage() const;               // 1 - free / usable
@@ -188,10 +167,11 @@ class KvCacheManager {
   // Checks every invariant (block states, reference counts vs block tables); aborts on failure.
   void CheckInvariants() const;
 
-  class Impl;
-
  private:
-  std::unique_ptr<Impl> impl_;
+  struct Rep;
+  // The internal layers (sim/kv: routing lookups, the fast-path switch) reach the state here.
+  friend struct KvCacheManagerAccess;
+  std::unique_ptr<Rep> rep_;
 };
 
 }  // namespace prefixsim

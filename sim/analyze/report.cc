@@ -3,11 +3,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 #include "prefixsim/analyze.h"
 
 namespace prefixsim {
 
-nlohmann::ordered_json AnalyzeResultToJson(const AnalyzeResult& r) {
+std::string AnalyzeResultToJson(const AnalyzeResult& r) {
   nlohmann::ordered_json j;
   j["requests"] = r.requests;
   j["prompt_tokens"] = r.prompt_tokens;
@@ -67,7 +68,7 @@ nlohmann::ordered_json AnalyzeResultToJson(const AnalyzeResult& r) {
                                    {"lru_hit_tokens", p.lru_hit_tokens},
                                    {"optimal_hit_tokens", p.optimal_hit_tokens}});
   }
-  return j;
+  return j.dump(2);
 }
 
 std::string FormatAnalyzeResult(const AnalyzeResult& r) {

@@ -83,7 +83,7 @@ absl::Status RunAnalyze(const AnalyzeFlags& flags) {
   std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
   if (!flags.json_out.empty()) {
     PREFIXSIM_RETURN_IF_ERROR(
-        WriteOutput(flags.json_out, AnalyzeResultToJson(result).dump(2) + "\n"));
+        WriteOutput(flags.json_out, AnalyzeResultToJson(result) + "\n"));
   }
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/status.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/trace_flags.h"
@@ -85,6 +86,10 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
                    static_cast<double>(p.sim_time_ns) / 1e9, elapsed, terminal ? "   " : "\n");
       std::fflush(stderr);
     };
+  }
+  // The KV manager says nothing itself (docs/design.md §2: only the CLI prints).
+  if (const std::string warning = PrefixCachingDisabledWarning(plan); !warning.empty()) {
+    std::fprintf(stderr, "%s\n", warning.c_str());
   }
   absl::StatusOr<ReplayResult> result =
       run::RunReplay(o, model, engine, plan, InterruptFlag(), std::move(progress), keep_records,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
+#include "sim/kv/fast_path.h"
 
 namespace prefixsim {
 namespace {
@@ -56,11 +57,9 @@ absl::Status Simulator::ThrashingError() const {
       "); 0 turns a check off."));
 }
 
-absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
-                                                             const ModelSpec& model,
-                                                             const EngineConfig& engine,
-                                                             const ReplayOptions& options,
-                                                             int replica, RequestLog* records) {
+absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
+    const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
+    const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records) {
   if (plan.num_blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV plan has ", plan.num_blocks, " blocks; the engine needs at least 2 (null + 1)"));
@@ -85,8 +84,8 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const KvPlan& plan,
   KvCacheOptions kv_options;
   kv_options.check_invariants = options.check_invariants;
   kv_options.max_model_len = engine.max_model_len;
-  kv_options.fast_path = options.kv_fast_path;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
+  kv::SetFastPath(*sim->kv_, tuning.kv_fast_path);
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
   if (sim->num_spec_tokens_ > 0) sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
   return sim;
@@ -224,11 +223,6 @@ void Simulator::FinishStep(int64_t now) {
   std::vector<SimRequest*>& done = done_;
   done.clear();
   for (size_t i = 0; i < batch_.size(); ++i) {
-    // Cold lines since the schedule: load the requests a few ahead.
-    if (i + 8 < batch_.size()) {
-      __builtin_prefetch(batch_[i + 8].req);
-      kv_->Prefetch(batch_[i + 8].kv);
-    }
     const ScheduledSeq& s = batch_[i];
     SimRequest* r = s.req;
     r->num_computed += s.num_new_tokens;

@@ -15,6 +15,7 @@
 #include "prefixsim/kv_cache_manager.h"
 #include "sim/cost/cost_model.h"
 #include "sim/engine/metrics.h"
+#include "sim/engine/replay_tuning.h"
 #include "sim/engine/request_log.h"
 #include "sim/sched/scheduler.h"
 #include "sim/spec/acceptance_model.h"
@@ -36,11 +37,9 @@ class Simulator {
   // `records` (may be null) receives one RequestRecord per request this replica is given, shared
   // with the other replicas in arrival order; each is marked final when the request ends. Errors
   // for a bad acceptance or cost-model configuration.
-  static absl::StatusOr<std::unique_ptr<Simulator>> Create(const KvPlan& plan,
-                                                           const ModelSpec& model,
-                                                           const EngineConfig& engine,
-                                                           const ReplayOptions& options,
-                                                           int replica, RequestLog* records);
+  static absl::StatusOr<std::unique_ptr<Simulator>> Create(
+      const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
+      const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records);
 
   // A request arrives at `now`: it joins the waiting queue, or is skipped and counted.
   void Admit(std::unique_ptr<Request> request, int64_t now);

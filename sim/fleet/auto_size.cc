@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "prefixsim/engine.h"
 #include "prefixsim/status.h"
+#include "sim/engine/replay_tuning.h"
 #include "sim/fleet/fleet.h"
 
 namespace prefixsim {
@@ -26,9 +27,17 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
                                                    const EngineConfig& engine,
                                                    const TraceOpener& open_trace,
                                                    const ReplayOptions& options) {
+  return ReplayWithFleetSizing(plan, model, engine, open_trace, options, ReplayTuning{});
+}
+
+absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
+                                                   const EngineConfig& engine,
+                                                   const TraceOpener& open_trace,
+                                                   const ReplayOptions& options,
+                                                   const ReplayTuning& tuning) {
   if (!engine.fleet.auto_replicas) {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
-    return Replay(plan, model, engine, *trace, options);
+    return Replay(plan, model, engine, *trace, options, tuning);
   }
   std::vector<AutoSizeProbe> probes;
   // Probes keep no per-request records; the chosen size is replayed once more for them.
@@ -39,15 +48,15 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
   auto replay = [&](int n, const ReplayOptions& o) -> absl::StatusOr<ReplayResult> {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<fleet::Fleet> f,
-                               fleet::Fleet::Create(plan, model, engine, o, n, true));
+                               fleet::Fleet::Create(plan, model, engine, o, tuning, n, true));
     return f->Run(*trace);
   };
   int64_t trace_span_ns = 0;  // known from the first probe that ran to the end
   auto probe = [&](int n) -> absl::StatusOr<ReplayResult> {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
-    PREFIXSIM_ASSIGN_OR_RETURN(
-        std::unique_ptr<fleet::Fleet> f,
-        fleet::Fleet::Create(plan, model, engine, probe_options, n, /*report_fleet=*/true));
+    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<fleet::Fleet> f,
+                               fleet::Fleet::Create(plan, model, engine, probe_options, tuning, n,
+                                                    /*report_fleet=*/true));
     absl::StatusOr<ReplayResult> run = f->Run(*trace);
     if (absl::IsResourceExhausted(run.status())) {
       // Thrashing: this fleet is too small to keep up; the search goes on with a larger one.

@@ -12,22 +12,25 @@ namespace prefixsim {
 namespace fleet {
 
 Fleet::Fleet(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
-             bool report_fleet)
+             const ReplayTuning& tuning, bool report_fleet)
     : plan_(plan),
       engine_(engine),
       options_(options),
+      tuning_(tuning),
       report_fleet_(report_fleet),
       records_(options.record_sink) {}
 
 absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const ModelSpec& model,
                                                      const EngineConfig& engine,
-                                                     const ReplayOptions& options, int replicas,
+                                                     const ReplayOptions& options,
+                                                     const ReplayTuning& tuning, int replicas,
                                                      bool report_fleet) {
   if (replicas < 1 || replicas > kMaxReplicas) {
     return absl::InvalidArgumentError(
         absl::StrCat("replicas: ", replicas, " is not in [1, ", kMaxReplicas, "]"));
   }
-  std::unique_ptr<Fleet> fleet(new Fleet(plan, engine, options, report_fleet || replicas > 1));
+  std::unique_ptr<Fleet> fleet(
+      new Fleet(plan, engine, options, tuning, report_fleet || replicas > 1));
   RouterConfig config;
   config.num_replicas = replicas;
   config.seed = options.seed;
@@ -38,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   RequestLog* records = options.record_requests || options.record_sink ? &fleet->records_ : nullptr;
   for (int r = 0; r < replicas; ++r) {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<Simulator> sim,
-                               Simulator::Create(plan, model, engine, options, r, records));
+                               Simulator::Create(plan, model, engine, options, tuning, r, records));
     fleet->replicas_.push_back(std::move(sim));
   }
   fleet->view_ = std::make_unique<FleetView>(&fleet->replicas_);
@@ -137,7 +140,7 @@ absl::Status Fleet::StartStep(int replica) {
     total_steps_ += 1;
     if ((total_steps_ & 1023) == 0) ReportProgress(true);
     now += dt;
-    if (now >= next_arrival || !options_.replica_run_ahead || Interrupted()) {
+    if (now >= next_arrival || !tuning_.replica_run_ahead || Interrupted()) {
       events_.Push(now, Event{Event::kStepDone, replica});
       return absl::OkStatus();
     }
@@ -249,16 +252,22 @@ ReplayResult Fleet::Collect() {
 absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
                                     const EngineConfig& engine, TraceReader& trace,
                                     const ReplayOptions& options) {
+  return Replay(plan, model, engine, trace, options, ReplayTuning{});
+}
+
+absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
+                                    const EngineConfig& engine, TraceReader& trace,
+                                    const ReplayOptions& options, const ReplayTuning& tuning) {
   if (engine.fleet.auto_replicas) {
     return absl::InvalidArgumentError(
         "replicas 'auto' needs to replay the trace several times: use ReplayWithFleetSizing");
   }
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<fleet::Fleet> f,
-                             fleet::Fleet::Create(plan, model, engine, options,
+                             fleet::Fleet::Create(plan, model, engine, options, tuning,
                                                   engine.fleet.replicas, /*report_fleet=*/false));
   absl::StatusOr<ReplayResult> result = f->Run(trace);
   // LeakSanitizer would report what is left to the exit.
-  if (options.skip_teardown && !kSanitizerBuild) static_cast<void>(f.release());
+  if (tuning.skip_teardown && !kSanitizerBuild) static_cast<void>(f.release());
   return result;
 }
 

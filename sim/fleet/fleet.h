@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "prefixsim/engine.h"
 #include "sim/engine/event_queue.h"
+#include "sim/engine/replay_tuning.h"
 #include "sim/engine/simulator.h"
 #include "sim/fleet/router.h"
 
@@ -24,7 +25,8 @@ class Fleet {
   // result carries a FleetSummary (always with more than one replica).
   static absl::StatusOr<std::unique_ptr<Fleet>> Create(const KvPlan& plan, const ModelSpec& model,
                                                        const EngineConfig& engine,
-                                                       const ReplayOptions& options, int replicas,
+                                                       const ReplayOptions& options,
+                                                       const ReplayTuning& tuning, int replicas,
                                                        bool report_fleet);
 
   // Runs the trace to the end. Call once.
@@ -37,7 +39,7 @@ class Fleet {
   };
 
   Fleet(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
-        bool report_fleet);
+        const ReplayTuning& tuning, bool report_fleet);
   absl::Status ReadNext(TraceReader& trace);
   absl::Status HandleArrivals(TraceReader& trace);
   // Starts the idle `replica`'s next step now, and runs on the steps that end before the next
@@ -51,6 +53,7 @@ class Fleet {
   KvPlan plan_;
   EngineConfig engine_;
   ReplayOptions options_;
+  ReplayTuning tuning_;
   bool report_fleet_;
   std::vector<std::unique_ptr<Simulator>> replicas_;
   std::unique_ptr<Router> router_;

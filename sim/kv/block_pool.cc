@@ -99,10 +99,10 @@ BlockId BlockPool::Allocate() {
   if (ring_front_ + kAhead < ring_back_) {
     const BlockId ahead = ring_[static_cast<uint64_t>(ring_front_ + kAhead) & ring_mask_];
     if (ahead != kHole) __builtin_prefetch(&meta_[ahead]);
-    if (listener_ != nullptr) {
+    if (listener_index_ != nullptr) {
       const BlockId near = ring_[static_cast<uint64_t>(ring_front_ + kAhead / 2) & ring_mask_];
       if (near != kHole && meta_[near].group >= 0) {
-        listener_->Prefetch(meta_[near].hash.hash ^ GroupSalt(meta_[near].group));
+        listener_index_->Prefetch(meta_[near].hash.hash ^ GroupSalt(meta_[near].group));
       }
     }
   }

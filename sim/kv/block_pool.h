@@ -104,6 +104,9 @@ class BlockPool {
   // Receives a store event for every block published and a remove event for every block whose
   // hash is dropped (evicted or re-keyed), keyed like the index. Null: none. Not owned.
   void set_listener(CacheEventListener* listener) { listener_ = listener; }
+  // The index the listener keeps (an IndexMirror's), if any: the pool prefetches its slots with
+  // its own (see PrefetchPublish). Null: none. Not owned.
+  void set_listener_index(const PrefixIndex* index) { listener_index_ = index; }
 
   // A cache hit takes a reference: a free block leaves the free queue.
   void Touch(BlockId b) {
@@ -131,7 +134,7 @@ class BlockPool {
     __builtin_prefetch(&meta_[b]);
     const uint64_t key = h.hash ^ GroupSalt(group);
     index_.Prefetch(key);
-    if (listener_ != nullptr) listener_->Prefetch(key);
+    if (listener_index_ != nullptr) listener_index_->Prefetch(key);
   }
   void PrefetchFree(BlockId b) const { __builtin_prefetch(&meta_[b]); }
 
@@ -193,7 +196,8 @@ class BlockPool {
   uint64_t ring_mask_ = 0;
   int64_t ring_front_ = 0, ring_back_ = 0;
   // key -> the first block cached under it. Evictions leave tombstones (the slot's position is
-  // in the block's record), rebuilt away before an insert when they fill a quarter of the table.
+  // in the block's record), rebuilt away before an insert once entries plus tombstones fill half
+  // of the table (PrefixIndex::NeedsRebuild; capacity >= 4 x num_blocks).
   PrefixIndex index_;
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
@@ -202,6 +206,7 @@ class BlockPool {
   int64_t eviction_horizon_ = 0;
   mutable int64_t collisions_ = 0;
   CacheEventListener* listener_ = nullptr;
+  const PrefixIndex* listener_index_ = nullptr;
 };
 
 }  // namespace kv

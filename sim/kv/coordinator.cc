@@ -191,30 +191,36 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
   return hit;
 }
 
-void KvCacheCoordinator::RemoveSkippedBlocks(GroupBlocks* groups, int64_t total) const {
+void KvCacheCoordinator::RemoveSkippedBlocks(GroupBlocks* groups,
+                                             int64_t total_computed_tokens) const {
   for (const Run& run : runs_) {
-    managers_[run.first]->RemoveSkippedBlocks(absl::MakeSpan(groups + run.first, run.count), total);
+    managers_[run.first]->RemoveSkippedBlocks(absl::MakeSpan(groups + run.first, run.count),
+                                              total_computed_tokens);
   }
 }
 
 int64_t KvCacheCoordinator::NumBlocksToAllocate(const GroupBlocks* groups,
-                                                const std::vector<BlockId>* hit, int64_t need,
-                                                int64_t main, int64_t total) const {
+                                                const std::vector<BlockId>* hit,
+                                                int64_t num_tokens_need_slot,
+                                                int64_t num_tokens_main_model,
+                                                int64_t total_computed_tokens) const {
   int64_t n = 0;
   for (const Run& run : runs_) {
     n += managers_[run.first]->NumBlocksToAllocate(
-        absl::MakeConstSpan(groups + run.first, run.count), hit ? hit + run.first : nullptr, need,
-        main, total);
+        absl::MakeConstSpan(groups + run.first, run.count), hit ? hit + run.first : nullptr,
+        num_tokens_need_slot, num_tokens_main_model, total_computed_tokens);
   }
   return n;
 }
 
-int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t need, int64_t main,
-                                        int64_t total) const {
+int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t num_tokens_need_slot,
+                                        int64_t num_tokens_main_model,
+                                        int64_t total_computed_tokens) const {
   int64_t n = 0;
   for (const Run& run : runs_) {
-    n += managers_[run.first]->AllocateNew(absl::MakeSpan(groups + run.first, run.count), need,
-                                           main, total);
+    n += managers_[run.first]->AllocateNew(absl::MakeSpan(groups + run.first, run.count),
+                                           num_tokens_need_slot, num_tokens_main_model,
+                                           total_computed_tokens);
   }
   return n;
 }

@@ -56,11 +56,16 @@ class KvCacheCoordinator {
   // group (else the first prefix-cacheable one), or -1.
   int primary_group() const { return spec_groups_.empty() ? -1 : spec_groups_[0].gids[0]; }
 
-  void RemoveSkippedBlocks(GroupBlocks* groups, int64_t total) const;
+  // The token counts are vLLM's (allocate_slots, docs/semantics.md §10.1; kv::SlotCounts in
+  // quiet_ranges.h): total_computed_tokens (computed + new hit), num_tokens_main_model (+ new
+  // tokens), num_tokens_need_slot (+ lookahead).
+  void RemoveSkippedBlocks(GroupBlocks* groups, int64_t total_computed_tokens) const;
   // `hit` is null or an array of num_groups() hit block lists.
   int64_t NumBlocksToAllocate(const GroupBlocks* groups, const std::vector<BlockId>* hit,
-                              int64_t need, int64_t main, int64_t total) const;
-  int64_t AllocateNew(GroupBlocks* groups, int64_t need, int64_t main, int64_t total) const;
+                              int64_t num_tokens_need_slot, int64_t num_tokens_main_model,
+                              int64_t total_computed_tokens) const;
+  int64_t AllocateNew(GroupBlocks* groups, int64_t num_tokens_need_slot,
+                      int64_t num_tokens_main_model, int64_t total_computed_tokens) const;
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens
   // (docs/semantics.md §10.2). The largest is returned by MaxCacheLimit.
   int64_t CacheLimit(int g, int64_t n) const { return LimitFor(g, n, RoundedForCache(n)); }

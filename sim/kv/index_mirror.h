@@ -39,11 +39,11 @@ class IndexMirror final : public CacheEventListener {
     if (--slot->block == 0) index_.Erase(slot);
   }
 
-  void Prefetch(uint64_t key) const override { index_.Prefetch(key); }
-
   // Lookups return the number of blocks cached under the key (> 0) or kNoBlock.
   HitIndex hit_index() const { return HitIndex(&index_, &collisions_); }
   size_t num_keys() const { return index_.size(); }
+  // The mirror's table, for the pool's prefetches (kv::AttachIndexMirror).
+  const PrefixIndex& index() const { return index_; }
 
  private:
   PrefixIndex index_;  // Slot::block holds the count

@@ -2,35 +2,57 @@
 #include "prefixsim/kv_cache_manager.h"
 
 #include <algorithm>
-#include <array>
 #include <climits>
+#include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
 #include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
 #include "sim/kv/coordinator.h"
+#include "sim/kv/fast_path.h"
 #include "sim/kv/index_mirror.h"
+#include "sim/kv/kv_cache_manager_access.h"
+#include "sim/kv/quiet_ranges.h"
+#include "sim/kv/routing.h"
 #include "sim/kv/shadow_index.h"
 
 namespace prefixsim {
 
 using kv::BlockId;
 using kv::kNullBlock;
+using kv::QuietRanges;
+using kv::SlotCounts;
 
 uint64_t GeneratedOutputContentId(uint64_t request_id) {
   return kv::GeneratedContentId(request_id);
 }
 
-class KvCacheManager::Impl {
- public:
+std::string PrefixCachingDisabledWarning(const KvPlan& plan) {
+  if (!plan.enable_prefix_caching || plan.groups.empty()) return "";
+  const int64_t h = kv::KvCacheCoordinator::HashBlockSize(plan);
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    // SingleTypeManager::hashable(): H divides the group's block size.
+    if (!plan.groups[g].prefix_cacheable || plan.groups[g].block_size % h == 0) continue;
+    return absl::StrFormat(
+        "KvCacheManager: prefix caching disabled: group %d block size %d is not a multiple of the "
+        "hash block size %lld",
+        static_cast<int>(g), plan.groups[g].block_size, static_cast<long long>(h));
+  }
+  return "";
+}
+
+struct KvCacheManager::Rep {
   // alignas(64), and what every decode step reads (SetNumTokens, the AllocateSlots fast path)
   // in the first two cache lines: a step visits every running request.
   struct alignas(64) RequestState {
-    // Where the arguments of the last successful AllocateSlots may move without crossing a
-    // breakpoint (see QuietRanges): [lo, hi) for total, main, need and n; empty: none.
-    std::array<int64_t, 8> quiet_ranges{};
+    // The counts of the last successful AllocateSlots may move inside this window without
+    // crossing a breakpoint (kv::QuietRanges), if quiet_valid.
+    QuietRanges::Window quiet_ranges{};
     int64_t num_tokens = 0;
     std::vector<kv::HashPair> hashes;  // one per full H-chunk, extended lazily
     // The previous step of this request: where its verified (non-draft) tokens ended, and
@@ -47,64 +69,19 @@ class KvCacheManager::Impl {
     int64_t shadow_held = 0;  // U-blocks [0, shadow_held) held in the shadow index
   };
 
-  Impl(const KvPlan& plan, const KvCacheOptions& options)
+  Rep(const KvPlan& plan, const KvCacheOptions& options)
       : plan_(plan),
         options_(options),
         pool_(plan.num_blocks),
         coord_(plan, &pool_, options.num_reprefillable_tokens),
-        caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0) {
+        caching_(plan.enable_prefix_caching && coord_.unhashable_group() < 0),
+        quiet_(plan, coord_.scheduler_block_size(), coord_.hit_alignment(),
+               plan.partial_hits ? coord_.hash_block_size() : int64_t{0},
+               options.num_reprefillable_tokens) {
     fine_scratch_.resize(coord_.num_groups());
-    // Breakpoints of AllocateSlots (see QuietRanges), per argument, by what reads it:
-    //  * need: how many blocks each group must hold (ceil by its block size, or chunk);
-    //  * total: the blocks each group no longer needs (a sliding window's oldest block, a
-    //    mamba group's old state, chunk starts) and the mamba boundary that accepted drafts
-    //    crossed (floor by the mamba block size);
-    //  * main: the mamba state block (ceil by its block size) and the step's end, where a
-    //    state is cached (a block, S or A boundary);
-    //  * n: what may be cached (whole blocks, S, A; the shadow's unit is a block size or A).
-    // Every group's block size (floor and ceil) for all four, to be safe; H only with partial
-    // hits (a tail block registered at every H boundary, mamba states cached there), since
-    // otherwise the hashes are only extended further when a call needs them.
-    enum Arg { kTotal = 1, kMain = 2, kNeed = 4, kN = 8, kAll = 15 };
-    auto add = [&](int args, int64_t m, int64_t offset) {
-      if (m <= 0) return;
-      const std::pair<int64_t, int64_t> p{m, ((offset % m) + m) % m};
-      for (int i = 0; i < 4; ++i) {
-        if ((args & (1 << i)) == 0) continue;
-        std::vector<std::pair<int64_t, int64_t>>& breaks = quiet_breaks_[i];
-        if (std::find(breaks.begin(), breaks.end(), p) == breaks.end()) breaks.push_back(p);
-      }
-    };
-    for (const KvGroup& g : plan_.groups) {
-      add(kAll, g.block_size, 0);
-      add(kAll, g.block_size, 1);
-      if (g.kind == LayerKind::kSlidingWindow) {
-        const int64_t o = g.sliding_window - 1 + options_.num_reprefillable_tokens;
-        add(kTotal, g.block_size, o);
-        add(kTotal, g.block_size, o + 1);
-      }
-      if (g.kind == LayerKind::kChunkedLocal) {
-        add(kTotal | kNeed, g.attention_chunk_size, 0);
-        add(kTotal | kNeed, g.attention_chunk_size, 1);
-      }
-    }
-    for (int64_t m : {coord_.scheduler_block_size(), coord_.hit_alignment(),
-                      plan_.partial_hits ? coord_.hash_block_size() : int64_t{0}}) {
-      add(kMain | kN, m, 0);
-      add(kMain | kN, m, 1);
-    }
     if (caching_) MakeShadow();
     for (const KvGroup& g : plan.groups) {
       if (g.kind == LayerKind::kMamba) mamba_block_size_ = g.block_size;
-    }
-    if (plan.enable_prefix_caching && !caching_) {
-      // vLLM asserts this at startup (docs/semantics.md §7); a plan that breaks it gets no prefix
-      // cache.
-      const int g = coord_.unhashable_group();
-      std::fprintf(stderr,
-                   "KvCacheManager: prefix caching disabled: group %d block size %d is not a "
-                   "multiple of the hash block size %lld\n",
-                   g, plan.groups[g].block_size, static_cast<long long>(coord_.hash_block_size()));
     }
   }
 
@@ -156,34 +133,6 @@ class KvCacheManager::Impl {
     if (static_cast<int64_t>(st.hashes.size()) >= num_chunks) return;
     kv::ExtendBlockHashes(*st.request, coord_.hash_block_size(), num_chunks, &st.cursor,
                           &st.hashes);
-  }
-
-  // AllocateSlots of a running request depends on its arguments only through which blocks they
-  // fall in: floor((x - offset) / m) of total, main, need and the cached count n, for the
-  // breakpoints (m, offset) above (every group's managers compute block counts, skipped blocks,
-  // cache limits and mamba boundaries that way). So once a call has allocated, freed and cached
-  // what it needed, a later call whose arguments fall in the same blocks has nothing to do: the
-  // decode steps between two block boundaries. For each argument x, the range [lo, hi) around
-  // it in which no floor((x - offset) / m) changes.
-  std::array<int64_t, 8> QuietRanges(int64_t total, int64_t main, int64_t need, int64_t n) const {
-    std::array<int64_t, 8> ranges;
-    const int64_t args[4] = {total, main, need, n};
-    for (int i = 0; i < 4; ++i) {
-      int64_t lo = INT64_MIN, hi = INT64_MAX;
-      for (const auto& [m, offset] : quiet_breaks_[i]) {
-        const int64_t start = offset + m * ((args[i] - offset + m) / m - 1);  // <= x < start + m
-        lo = std::max(lo, start);
-        hi = std::min(hi, start + m);
-      }
-      ranges[2 * i] = lo;
-      ranges[2 * i + 1] = hi;
-    }
-    return ranges;
-  }
-  static bool InRanges(const std::array<int64_t, 8>& r, int64_t total, int64_t main, int64_t need,
-                       int64_t n) {
-    return r[0] <= total && total < r[1] && r[2] <= main && main < r[3] && r[4] <= need &&
-           need < r[5] && r[6] <= n && n < r[7];
   }
 
   KvRequestHandle AddRequest(const Request* r) {
@@ -312,94 +261,81 @@ class KvCacheManager::Impl {
     }
   }
 
-  // The token counts an AllocateSlots call works with (see AllocateSlotsFull).
-  struct SlotArgs {
-    int64_t total, main, need, n;
-  };
-  SlotArgs Args(const RequestState& st, int64_t num_computed, int64_t num_new,
-                int64_t num_new_computed, int64_t num_lookahead) const {
-    const int64_t cap = options_.max_model_len > 0 ? options_.max_model_len : INT64_MAX / 4;
-    SlotArgs a;
-    a.total = std::min(num_computed + num_new_computed, cap);
-    a.main = a.total + num_new;
-    a.need = std::min(a.main + num_lookahead, cap);
-    // Tokens cached after this step: drafts and lookahead slots never are, only verified tokens
-    // (docs/semantics.md §10.2).
-    a.n = std::max<int64_t>(
-        0, std::min(a.total + num_new, st.num_tokens) - options_.num_reprefillable_tokens);
-    return a;
+  // The token counts of an AllocateSlots call (docs/semantics.md §10.1).
+  SlotCounts Counts(const RequestState& st, int64_t num_computed_tokens, int64_t num_new_tokens,
+                    int64_t num_new_computed_tokens, int64_t num_lookahead_tokens) const {
+    const int64_t cap = MaxModelLen();
+    SlotCounts c;
+    c.total_computed_tokens = std::min(num_computed_tokens + num_new_computed_tokens, cap);
+    c.num_tokens_main_model = c.total_computed_tokens + num_new_tokens;
+    c.num_tokens_need_slot = std::min(c.num_tokens_main_model + num_lookahead_tokens, cap);
+    c.num_tokens_to_cache =
+        std::max<int64_t>(0, VerifiedEnd(st, c) - options_.num_reprefillable_tokens);
+    return c;
+  }
+  int64_t MaxModelLen() const {
+    return options_.max_model_len > 0 ? options_.max_model_len : INT64_MAX / 4;
+  }
+  // Where the step's verified tokens end: drafts and lookahead slots are never verified.
+  static int64_t VerifiedEnd(const RequestState& st, const SlotCounts& c) {
+    return std::min(c.num_tokens_main_model, st.num_tokens);
+  }
+  // Remembers the step for the mamba states under speculation (CacheSpecBoundaryState).
+  static void RecordStep(RequestState& st, const SlotCounts& c) {
+    st.prev_verified_end = VerifiedEnd(st, c);
+    st.prev_had_drafts = st.prev_verified_end < c.num_tokens_main_model;
   }
 
-  bool AllocateSlots(KvRequestHandle h, int64_t num_computed, int64_t num_new,
-                     int64_t num_new_computed, int64_t num_lookahead) {
+  bool AllocateSlots(KvRequestHandle h, int64_t num_computed_tokens, int64_t num_new_tokens,
+                     int64_t num_new_computed_tokens, int64_t num_lookahead_tokens) {
     RequestState& st = State(h);
-    PREFIXSIM_CHECK(num_computed >= 0 && num_new >= 0 && num_new_computed >= 0 &&
-                    num_lookahead >= 0);
-    // The decode steps between block boundaries (see QuietRanges) return here, in a few
-    // instructions; everything else, and every call under invariant checks, runs in full.
-    if (num_new_computed == 0 && !st.has_pending && st.quiet_valid && options_.fast_path &&
+    PREFIXSIM_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0 &&
+                    num_new_computed_tokens >= 0 && num_lookahead_tokens >= 0);
+    // The fast path (kv::QuietRanges): the decode steps between block boundaries return here, in
+    // a few instructions; everything else, and every call under invariant checks, runs in full.
+    if (num_new_computed_tokens == 0 && !st.has_pending && st.quiet_valid && fast_path_ &&
         !options_.check_invariants) {
-      const SlotArgs a = Args(st, num_computed, num_new, 0, num_lookahead);
-      if (InRanges(st.quiet_ranges, a.total, a.main, a.need, a.n)) {
-        st.prev_verified_end = std::min(a.total + num_new, st.num_tokens);
-        st.prev_had_drafts = st.prev_verified_end < a.main;
+      const SlotCounts c = Counts(st, num_computed_tokens, num_new_tokens, 0, num_lookahead_tokens);
+      if (QuietRanges::Contains(st.quiet_ranges, c)) {
+        RecordStep(st, c);
         return true;
       }
     }
-    return AllocateSlotsFull(st, num_computed, num_new, num_new_computed, num_lookahead);
+    return AllocateSlotsFull(st, num_computed_tokens, num_new_tokens, num_new_computed_tokens,
+                             num_lookahead_tokens);
   }
 
-  [[gnu::noinline]] bool AllocateSlotsFull(RequestState& st, int64_t num_computed, int64_t num_new,
-                                           int64_t num_new_computed, int64_t num_lookahead) {
-    if (num_new_computed == 0 && st.has_pending) {
-      st.has_pending = false;  // the caller does not use the hit
-      for (auto& p : st.pending) p.clear();
-    }
-    const bool use_hit = num_new_computed > 0;
-    if (use_hit) {
-      if (!st.has_pending || st.pending_hit != num_new_computed) {
-        std::fprintf(stderr,
-                     "KvCacheManager: AllocateSlots(request %llu, num_new_computed=%lld) "
-                     "without a matching GetComputedBlocks hit (%lld)\n",
-                     static_cast<unsigned long long>(st.request->id),
-                     static_cast<long long>(num_new_computed),
-                     static_cast<long long>(st.has_pending ? st.pending_hit : 0));
-      }
-      PREFIXSIM_CHECK(st.has_pending && st.pending_hit == num_new_computed);
-      PREFIXSIM_CHECK(num_computed == 0);
-      ValidatePending(st);
-    }
-    const int64_t cap = options_.max_model_len > 0 ? options_.max_model_len : INT64_MAX / 4;
-    const SlotArgs args = Args(st, num_computed, num_new, num_new_computed, num_lookahead);
-    const int64_t total = args.total, main = args.main, need = args.need, n = args.n;
-    const bool quiet = !use_hit && options_.fast_path && st.quiet_valid &&
-                       InRanges(st.quiet_ranges, total, main, need, n);
+  // AllocateSlots in full, as named steps: take or drop the remembered hit, free what fell out of
+  // a window, reserve, take the hit's blocks (copy-on-write), size the block tables, allocate,
+  // cache; then the fast path's window for the next call.
+  [[gnu::noinline]] bool AllocateSlotsFull(RequestState& st, int64_t num_computed_tokens,
+                                           int64_t num_new_tokens, int64_t num_new_computed_tokens,
+                                           int64_t num_lookahead_tokens) {
+    const bool use_hit = TakePendingHit(st, num_computed_tokens, num_new_computed_tokens);
+    const SlotCounts c = Counts(st, num_computed_tokens, num_new_tokens, num_new_computed_tokens,
+                                num_lookahead_tokens);
+    const bool quiet =
+        !use_hit && fast_path_ && st.quiet_valid && QuietRanges::Contains(st.quiet_ranges, c);
     const int64_t prev_verified_end = st.prev_verified_end;
     const bool prev_had_drafts = st.prev_had_drafts;
-    st.prev_verified_end = std::min(total + num_new, st.num_tokens);
-    st.prev_had_drafts = st.prev_verified_end < main;
+    RecordStep(st, c);
     if (quiet && !options_.check_invariants) return true;
-    // With invariant checks, a quiet call still runs the full path below and checks that it
-    // changes nothing (the pool's counts, what it allocates, evicts or publishes, the request's
-    // block tables and shadow blocks): the fast path's claim is verified wherever the checker
-    // runs.
-    const int64_t quiet_free = pool_.num_free(), quiet_cached = pool_.num_cached_entries();
-    const int64_t quiet_allocated = counters_.allocated_blocks;
-    const int64_t quiet_published = counters_.cached_blocks, quiet_evicted = pool_.evictions();
-    const int64_t quiet_shadow_held = st.shadow_held;
-    std::vector<kv::GroupBlocks> quiet_tables;
-    if (quiet) quiet_tables = st.groups;
-    // A mamba boundary crossed by the drafts the last verify step accepted: its state is
-    // cached now (a boundary moves `total` across a block, so such a call is never quiet).
+    // With invariant checks, a quiet call still runs in full and checks that it changed nothing:
+    // the fast path's claim is verified wherever the checker runs.
+    std::optional<QuietSnapshot> snapshot;
+    if (quiet) snapshot = TakeSnapshot(st);
+    // A mamba boundary crossed by the drafts the last verify step accepted: its state is cached
+    // now (a boundary moves total_computed_tokens across a block, so such a call is never quiet).
     if (caching_ && mamba_block_size_ > 0 && plan_.cache_mamba_spec_boundary_states &&
-        prev_had_drafts && !use_hit && total >= prev_verified_end) {
-      CacheSpecBoundaryState(st, total, prev_verified_end);
+        prev_had_drafts && !use_hit && c.total_computed_tokens >= prev_verified_end) {
+      CacheSpecBoundaryState(st, c.total_computed_tokens, prev_verified_end);
     }
     // Free out-of-window blocks first (docs/semantics.md §10.1, §10.3).
-    coord_.RemoveSkippedBlocks(st.groups.data(), total);
-    const int64_t k = coord_.NumBlocksToAllocate(
-        st.groups.data(), use_hit ? st.pending.data() : nullptr, need, main, total);
-    if (k > pool_.num_free()) {
+    coord_.RemoveSkippedBlocks(st.groups.data(), c.total_computed_tokens);
+    const int64_t num_blocks_to_allocate = coord_.NumBlocksToAllocate(
+        st.groups.data(), use_hit ? st.pending.data() : nullptr, c.num_tokens_need_slot,
+        c.num_tokens_main_model, c.total_computed_tokens);
+    if (num_blocks_to_allocate > pool_.num_free()) {
       PREFIXSIM_CHECK(!quiet);
       st.quiet_valid = false;
       // Nothing ran: the previous step is still the last one.
@@ -409,78 +345,130 @@ class KvCacheManager::Impl {
       return false;
     }
     const int64_t free_before = pool_.num_free();
-    if (use_hit) {
-      // Touch every hit block first (all groups), so that allocation cannot evict them; a
-      // block the request will write into is copied instead (partial hits, §8.2).
-      cow_.assign(coord_.num_groups(), 0);
-      for (int g = 0; g < coord_.num_groups(); ++g) {
-        kv::GroupBlocks& gb = st.groups[g];
-        PREFIXSIM_DCHECK(gb.blocks.empty());
-        std::vector<BlockId>& hit = st.pending[g];
-        cow_[g] = coord_.manager(g).NeedsCopyOnWrite(hit, total);
-        for (size_t i = 0; i < hit.size(); ++i) {
-          if (hit[i] != kNullBlock && !(cow_[g] && i + 1 == hit.size())) pool_.Touch(hit[i]);
-        }
-        gb.blocks.swap(hit);
-        gb.num_cached = static_cast<int64_t>(gb.blocks.size());
-        hit.clear();
-      }
-      for (int g = 0; g < coord_.num_groups(); ++g) {
-        if (!cow_[g]) continue;
-        kv::GroupBlocks& gb = st.groups[g];
-        gb.blocks.back() = pool_.Allocate();
-        --gb.num_cached;
-        ++counters_.allocated_blocks;
-      }
-      st.has_pending = false;
-    }
-    if (num_computed == 0) {
-      // A request's first allocation sizes its block tables for its whole life (prompt, outputs,
-      // lookahead; at most max_model_len), so the tables grow without reallocating. Done here,
-      // not at AddRequest: a long waiting queue holds no table memory.
-      const int64_t life =
-          std::min(st.request->prompt_tokens + st.request->output_tokens + num_lookahead, cap);
-      for (int g = 0; g < coord_.num_groups(); ++g) {
-        const size_t blocks =
-            static_cast<size_t>(kv::CeilDiv(life, coord_.manager(g).block_size()) + 1);
-        if (st.groups[g].blocks.capacity() < blocks) st.groups[g].blocks.reserve(blocks);
-      }
-    }
-    counters_.allocated_blocks += coord_.AllocateNew(st.groups.data(), need, main, total);
+    if (use_hit) TakeHitBlocks(st, c.total_computed_tokens);
+    if (num_computed_tokens == 0) ReserveBlockTables(st, num_lookahead_tokens);
+    counters_.allocated_blocks += coord_.AllocateNew(
+        st.groups.data(), c.num_tokens_need_slot, c.num_tokens_main_model, c.total_computed_tokens);
     // All-or-nothing: the step took no more blocks than it reserved.
-    PREFIXSIM_CHECK(free_before - pool_.num_free() <= k);
-    if (caching_) {
-      if (shadow_) {
-        // The shadow sees every computed U-block, with no round-down to S.
-        EnsureHashes(st, shadow_->FineChunksFor(n));
-        shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
-                      &st.shadow_held);
-      }
-      const int64_t limit = coord_.MaxCacheLimit(n);
-      if (limit > 0) {
-        EnsureHashes(st, limit / coord_.hash_block_size());
-        // Mamba caches the state where this step ends, if no draft tokens ride along.
-        const int64_t step_end = (n == main) ? n : -1;
-        // Each group reads hashes below its own limit only: all present after EnsureHashes.
-        counters_.cached_blocks +=
-            coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
-      }
-    }
-    if (quiet) {
-      PREFIXSIM_CHECK(pool_.num_free() == quiet_free &&
-                      pool_.num_cached_entries() == quiet_cached &&
-                      counters_.allocated_blocks == quiet_allocated &&
-                      counters_.cached_blocks == quiet_published &&
-                      pool_.evictions() == quiet_evicted && st.shadow_held == quiet_shadow_held);
-      for (int g = 0; g < coord_.num_groups(); ++g) {
-        PREFIXSIM_CHECK(st.groups[g].blocks == quiet_tables[g].blocks &&
-                        st.groups[g].num_cached == quiet_tables[g].num_cached);
-      }
-    }
-    st.quiet_valid = !use_hit && options_.fast_path;
-    if (st.quiet_valid) st.quiet_ranges = QuietRanges(total, main, need, n);
+    PREFIXSIM_CHECK(free_before - pool_.num_free() <= num_blocks_to_allocate);
+    if (caching_) CacheComputedBlocks(st, c);
+    if (snapshot) CheckUnchanged(st, *snapshot);
+    st.quiet_valid = !use_hit && fast_path_;
+    if (st.quiet_valid) st.quiet_ranges = quiet_.Around(c);
     if (options_.check_invariants) CheckInvariants();
     return true;
+  }
+
+  // Whether this call takes the hit GetComputedBlocks remembered (num_new_computed_tokens > 0,
+  // which must be that hit, on a request with no computed tokens, and still valid); a call with
+  // num_new_computed_tokens == 0 drops it.
+  bool TakePendingHit(RequestState& st, int64_t num_computed_tokens,
+                      int64_t num_new_computed_tokens) {
+    if (num_new_computed_tokens == 0) {
+      if (st.has_pending) {
+        st.has_pending = false;  // the caller does not use the hit
+        for (auto& p : st.pending) p.clear();
+      }
+      return false;
+    }
+    if (!st.has_pending || st.pending_hit != num_new_computed_tokens) {
+      std::fprintf(stderr,
+                   "KvCacheManager: AllocateSlots(request %llu, num_new_computed_tokens=%lld) "
+                   "without a matching GetComputedBlocks hit (%lld)\n",
+                   static_cast<unsigned long long>(st.request->id),
+                   static_cast<long long>(num_new_computed_tokens),
+                   static_cast<long long>(st.has_pending ? st.pending_hit : 0));
+    }
+    PREFIXSIM_CHECK(st.has_pending && st.pending_hit == num_new_computed_tokens);
+    PREFIXSIM_CHECK(num_computed_tokens == 0);
+    ValidatePending(st);
+    return true;
+  }
+
+  // Takes the remembered hit's blocks into the request's tables. Every hit block is touched first
+  // (all groups), so that allocation cannot evict them; a block the request will write into is
+  // copied instead (partial hits, docs/semantics.md §8.2).
+  void TakeHitBlocks(RequestState& st, int64_t total_computed_tokens) {
+    cow_.assign(coord_.num_groups(), 0);
+    for (int g = 0; g < coord_.num_groups(); ++g) {
+      kv::GroupBlocks& gb = st.groups[g];
+      PREFIXSIM_DCHECK(gb.blocks.empty());
+      std::vector<BlockId>& hit = st.pending[g];
+      cow_[g] = coord_.manager(g).NeedsCopyOnWrite(hit, total_computed_tokens);
+      for (size_t i = 0; i < hit.size(); ++i) {
+        if (hit[i] != kNullBlock && !(cow_[g] && i + 1 == hit.size())) pool_.Touch(hit[i]);
+      }
+      gb.blocks.swap(hit);
+      gb.num_cached = static_cast<int64_t>(gb.blocks.size());
+      hit.clear();
+    }
+    for (int g = 0; g < coord_.num_groups(); ++g) {
+      if (!cow_[g]) continue;
+      kv::GroupBlocks& gb = st.groups[g];
+      gb.blocks.back() = pool_.Allocate();
+      --gb.num_cached;
+      ++counters_.allocated_blocks;
+    }
+    st.has_pending = false;
+  }
+
+  // A request's first allocation sizes its block tables for its whole life (prompt, outputs,
+  // lookahead; at most max_model_len), so the tables grow without reallocating. Done here, not at
+  // AddRequest: a long waiting queue holds no table memory.
+  void ReserveBlockTables(RequestState& st, int64_t num_lookahead_tokens) {
+    const int64_t life =
+        std::min(st.request->prompt_tokens + st.request->output_tokens + num_lookahead_tokens,
+                 MaxModelLen());
+    for (int g = 0; g < coord_.num_groups(); ++g) {
+      const size_t blocks =
+          static_cast<size_t>(kv::CeilDiv(life, coord_.manager(g).block_size()) + 1);
+      if (st.groups[g].blocks.capacity() < blocks) st.groups[g].blocks.reserve(blocks);
+    }
+  }
+
+  // Publishes the full blocks of the first num_tokens_to_cache tokens (under the hybrid
+  // round-down to S), and holds them in the shadow index, which sees every computed U-block with
+  // no round-down.
+  void CacheComputedBlocks(RequestState& st, const SlotCounts& c) {
+    const int64_t n = c.num_tokens_to_cache;
+    if (shadow_) {
+      EnsureHashes(st, shadow_->FineChunksFor(n));
+      shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
+                    &st.shadow_held);
+    }
+    const int64_t limit = coord_.MaxCacheLimit(n);
+    if (limit <= 0) return;
+    EnsureHashes(st, limit / coord_.hash_block_size());
+    // Mamba caches the state where this step ends, if no draft tokens ride along.
+    const int64_t step_end = (n == c.num_tokens_main_model) ? n : -1;
+    // Each group reads hashes below its own limit only: all present after EnsureHashes.
+    counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
+  }
+
+  // What a quiet call must leave as it found it: the pool's counts, what it allocates, evicts or
+  // publishes, the request's block tables and shadow blocks.
+  struct QuietSnapshot {
+    int64_t free, cached_entries, allocated, published, evicted, shadow_held;
+    std::vector<kv::GroupBlocks> tables;
+  };
+  QuietSnapshot TakeSnapshot(const RequestState& st) const {
+    return QuietSnapshot{pool_.num_free(),
+                         pool_.num_cached_entries(),
+                         counters_.allocated_blocks,
+                         counters_.cached_blocks,
+                         pool_.evictions(),
+                         st.shadow_held,
+                         st.groups};
+  }
+  void CheckUnchanged(const RequestState& st, const QuietSnapshot& s) const {
+    PREFIXSIM_CHECK(pool_.num_free() == s.free && pool_.num_cached_entries() == s.cached_entries &&
+                    counters_.allocated_blocks == s.allocated &&
+                    counters_.cached_blocks == s.published && pool_.evictions() == s.evicted &&
+                    st.shadow_held == s.shadow_held);
+    for (int g = 0; g < coord_.num_groups(); ++g) {
+      PREFIXSIM_CHECK(st.groups[g].blocks == s.tables[g].blocks &&
+                      st.groups[g].num_cached == s.tables[g].num_cached);
+    }
   }
 
   // Mamba align mode under speculative decoding (docs/reference-notes.md §2): when accepted
@@ -543,57 +531,49 @@ class KvCacheManager::Impl {
   int64_t mamba_block_size_ = 0;  // 0 without a mamba group
   kv::BlockPool pool_;
   kv::KvCacheCoordinator coord_;
+  // Prefix caching on and every prefix-cacheable group's blocks named by the hashes. vLLM refuses
+  // the other plans at startup (docs/semantics.md §7); here they get no prefix cache, and
+  // PrefixCachingDisabledWarning tells the caller.
   const bool caching_;
+  const QuietRanges quiet_;
+  bool fast_path_ = true;  // kv::SetFastPath
   absl::flat_hash_map<uint64_t, uint32_t> index_;
   std::vector<RequestState> slots_;
   std::vector<uint32_t> free_slots_;
   std::vector<std::vector<BlockId>> fine_scratch_;
   std::unique_ptr<kv::ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
   std::vector<char> cow_;
-  // (modulus, offset) per argument of QuietRanges: total, main, need, n.
-  std::array<std::vector<std::pair<int64_t, int64_t>>, 4> quiet_breaks_;
   mutable KvCacheCounters counters_;
 };
 
 KvCacheManager::KvCacheManager(const KvPlan& plan, const KvCacheOptions& options)
-    : impl_(std::make_unique<Impl>(plan, options)) {}
+    : rep_(std::make_unique<Rep>(plan, options)) {}
 KvCacheManager::~KvCacheManager() = default;
 
 KvRequestHandle KvCacheManager::AddRequest(const Request* request) {
-  return impl_->AddRequest(request);
+  return rep_->AddRequest(request);
 }
-void KvCacheManager::RemoveRequest(uint64_t request_id) { impl_->RemoveRequest(request_id); }
+void KvCacheManager::RemoveRequest(uint64_t request_id) { rep_->RemoveRequest(request_id); }
 KvRequestHandle KvCacheManager::Handle(uint64_t request_id) const {
-  return impl_->HandleOf(request_id);
-}
-void KvCacheManager::Prefetch(KvRequestHandle request) const {
-  if (request.slot >= impl_->slots_.size()) return;  // not a tracked request: nothing to load
-  __builtin_prefetch(&impl_->slots_[request.slot].num_tokens, 1);
+  return rep_->HandleOf(request_id);
 }
 void KvCacheManager::SetNumTokens(KvRequestHandle request, int64_t num_tokens) {
-  impl_->SetNumTokens(request, num_tokens);
+  rep_->SetNumTokens(request, num_tokens);
 }
 PrefixHit KvCacheManager::GetComputedBlocks(KvRequestHandle request) {
-  return impl_->GetComputedBlocks(request);
+  return rep_->GetComputedBlocks(request);
 }
 bool KvCacheManager::AllocateSlots(KvRequestHandle request, int64_t num_computed_tokens,
                                    int64_t num_new_tokens, int64_t num_new_computed_tokens,
                                    int64_t num_lookahead_tokens) {
-  return impl_->AllocateSlots(request, num_computed_tokens, num_new_tokens, num_new_computed_tokens,
-                              num_lookahead_tokens);
+  return rep_->AllocateSlots(request, num_computed_tokens, num_new_tokens, num_new_computed_tokens,
+                             num_lookahead_tokens);
 }
-void KvCacheManager::Free(KvRequestHandle request) { impl_->Free(request); }
+void KvCacheManager::Free(KvRequestHandle request) { rep_->Free(request); }
 
 void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
-  impl_->pool_.set_listener(listener);
-}
-
-void KvCacheManager::HashPrompt(const Request& request, std::vector<kv::HashPair>* hashes) const {
-  hashes->clear();
-  const int64_t h = impl_->coord_.hash_block_size();
-  kv::HashCursor cursor;
-  impl_->AdoptPromptHashes(request, hashes, &cursor);
-  kv::ExtendBlockHashes(request, h, request.prompt_tokens / h, &cursor, hashes);
+  rep_->pool_.set_listener(listener);
+  rep_->pool_.set_listener_index(nullptr);
 }
 
 void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
@@ -612,10 +592,56 @@ void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
   pre.next_offset_in_segment = cursor.offset_in_seg;
 }
 
-int64_t KvCacheManager::PeekPromptHit(const Request& request,
-                                      const std::vector<kv::HashPair>& hashes,
-                                      const kv::IndexMirror* mirror) {
-  Impl& m = *impl_;
+int64_t KvCacheManager::num_free_blocks() const { return rep_->pool_.num_free(); }
+int64_t KvCacheManager::UnpublishedAlignmentTokens(int64_t computed_tokens) const {
+  if (!rep_->caching_) return 0;
+  return rep_->coord_.UnpublishedAlignmentTokens(computed_tokens);
+}
+
+int64_t KvCacheManager::num_usable_blocks() const { return rep_->pool_.num_blocks() - 1; }
+double KvCacheManager::usage() const {
+  return 1.0 - static_cast<double>(num_free_blocks()) / static_cast<double>(num_usable_blocks());
+}
+const KvCacheCounters& KvCacheManager::counters() const {
+  rep_->counters_.evicted_blocks = rep_->pool_.evictions();
+  rep_->counters_.hash_collisions = rep_->pool_.collisions();
+  return rep_->counters_;
+}
+const KvPlan& KvCacheManager::plan() const { return rep_->plan_; }
+std::vector<int32_t> KvCacheManager::BlockTable(uint64_t request_id, int group) const {
+  const Rep::RequestState& st = rep_->State(request_id);
+  PREFIXSIM_CHECK(group >= 0 && group < static_cast<int>(st.groups.size()));
+  return st.groups[group].blocks;
+}
+int64_t KvCacheManager::NumHeldBlocks(uint64_t request_id) const {
+  const Rep::RequestState& st = rep_->State(request_id);
+  int64_t n = 0;
+  for (const auto& g : st.groups) {
+    for (BlockId b : g.blocks) n += b != kNullBlock;
+  }
+  return n;
+}
+void KvCacheManager::CheckInvariants() const { rep_->CheckInvariants(); }
+
+namespace kv {
+
+void SetFastPath(KvCacheManager& manager, bool on) {
+  KvCacheManagerAccess::Get(manager).fast_path_ = on;
+}
+
+void HashPrompt(const KvCacheManager& manager, const Request& request,
+                std::vector<HashPair>* hashes) {
+  const KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(manager);
+  hashes->clear();
+  const int64_t h = m.coord_.hash_block_size();
+  HashCursor cursor;
+  m.AdoptPromptHashes(request, hashes, &cursor);
+  ExtendBlockHashes(request, h, request.prompt_tokens / h, &cursor, hashes);
+}
+
+int64_t PeekPromptHit(KvCacheManager& manager, const Request& request,
+                      const std::vector<HashPair>& hashes, const IndexMirror* mirror) {
+  KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(manager);
   if (!m.caching_) return 0;
   const int64_t max_hit = request.prompt_tokens - 1;  // docs/semantics.md §9.1
   if (max_hit <= 0) return 0;
@@ -626,49 +652,26 @@ int64_t KvCacheManager::PeekPromptHit(const Request& request,
                                       m.fine_scratch_.data());
 }
 
-int64_t KvCacheManager::PeekPrimaryOverlap(const Request& request,
-                                           const std::vector<kv::HashPair>& hashes,
-                                           const kv::IndexMirror* mirror) const {
-  const Impl& m = *impl_;
+int64_t PeekPrimaryOverlap(const KvCacheManager& manager, const Request& request,
+                           const std::vector<HashPair>& hashes, const IndexMirror* mirror) {
+  const KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(manager);
   const int g = m.coord_.primary_group();
   if (!m.caching_ || g < 0) return 0;
-  const kv::HitIndex index = mirror ? mirror->hit_index() : m.pool_.hit_index();
-  const kv::SingleTypeManager& manager = m.coord_.manager(g);
-  const int64_t ratio = manager.block_size() / m.coord_.hash_block_size();
+  const HitIndex index = mirror ? mirror->hit_index() : m.pool_.hit_index();
+  const SingleTypeManager& group = m.coord_.manager(g);
+  const int64_t ratio = group.block_size() / m.coord_.hash_block_size();
   const int64_t nb = static_cast<int64_t>(hashes.size()) / ratio;
   int64_t j = 0;
-  while (j < nb && index.Lookup(g, manager.BlockHash(hashes.data(), j)) != kv::kNoBlock) ++j;
-  return std::min(j * manager.block_size(), request.prompt_tokens);
-}
-int64_t KvCacheManager::num_free_blocks() const { return impl_->pool_.num_free(); }
-int64_t KvCacheManager::UnpublishedAlignmentTokens(int64_t computed_tokens) const {
-  if (!impl_->caching_) return 0;
-  return impl_->coord_.UnpublishedAlignmentTokens(computed_tokens);
+  while (j < nb && index.Lookup(g, group.BlockHash(hashes.data(), j)) != kNoBlock) ++j;
+  return std::min(j * group.block_size(), request.prompt_tokens);
 }
 
-int64_t KvCacheManager::num_usable_blocks() const { return impl_->pool_.num_blocks() - 1; }
-double KvCacheManager::usage() const {
-  return 1.0 - static_cast<double>(num_free_blocks()) / static_cast<double>(num_usable_blocks());
+void AttachIndexMirror(KvCacheManager& manager, IndexMirror* mirror) {
+  BlockPool& pool = KvCacheManagerAccess::Get(manager).pool_;
+  pool.set_listener(mirror);
+  pool.set_listener_index(mirror != nullptr ? &mirror->index() : nullptr);
 }
-const KvCacheCounters& KvCacheManager::counters() const {
-  impl_->counters_.evicted_blocks = impl_->pool_.evictions();
-  impl_->counters_.hash_collisions = impl_->pool_.collisions();
-  return impl_->counters_;
-}
-const KvPlan& KvCacheManager::plan() const { return impl_->plan_; }
-std::vector<int32_t> KvCacheManager::BlockTable(uint64_t request_id, int group) const {
-  const Impl::RequestState& st = impl_->State(request_id);
-  PREFIXSIM_CHECK(group >= 0 && group < static_cast<int>(st.groups.size()));
-  return st.groups[group].blocks;
-}
-int64_t KvCacheManager::NumHeldBlocks(uint64_t request_id) const {
-  const Impl::RequestState& st = impl_->State(request_id);
-  int64_t n = 0;
-  for (const auto& g : st.groups) {
-    for (BlockId b : g.blocks) n += b != kNullBlock;
-  }
-  return n;
-}
-void KvCacheManager::CheckInvariants() const { impl_->CheckInvariants(); }
+
+}  // namespace kv
 
 }  // namespace prefixsim

@@ -5,6 +5,7 @@
 
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/status.h"
+#include "sim/engine/replay_tuning.h"
 #include "sim/trace/read_ahead.h"
 
 namespace prefixsim::run {
@@ -32,18 +33,19 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& m
   options.seed = o.seed;
   options.check_invariants = o.check_invariants;
   options.check_invariants_every = o.check_invariants_every;
-  options.kv_fast_path = !o.no_fast_path;
   options.record_requests = keep_records;
   options.record_sink = std::move(record_sink);
   options.hit_rate_window_requests = o.hit_rate_window;
   options.cost_active_params = o.active_params;
   options.interrupt = interrupt;
-  options.skip_teardown = o.skip_teardown;
+  ReplayTuning tuning;
+  tuning.kv_fast_path = !o.no_fast_path;
+  tuning.skip_teardown = o.skip_teardown;
   options.max_preemptions_without_finish = o.max_preemptions_without_finish;
   options.max_steps_without_finish = o.max_steps_without_finish;
   options.progress = std::move(progress);
   absl::StatusOr<ReplayResult> result =
-      ReplayWithFleetSizing(plan, model, engine, open_trace, options);
+      ReplayWithFleetSizing(plan, model, engine, open_trace, options, tuning);
   if (result.ok()) result->trace_has_prefix_identity = has_prefix_identity;
   return result;
 }

@@ -32,7 +32,7 @@ struct ReplayConfig {
   // ReplayOptions' thrashing limits (-1: the engine's default).
   int64_t max_preemptions_without_finish = ReplayOptions{}.max_preemptions_without_finish;
   int64_t max_steps_without_finish = -1;
-  // Not a flag: ReplayOptions::skip_teardown, for the one replay (per policy) of a command that
+  // Not a flag: ReplayTuning::skip_teardown, for the one replay (per policy) of a command that
   // exits right after it (replay, compare). Never for sweeps: their points would pile up.
   bool skip_teardown = false;
 };

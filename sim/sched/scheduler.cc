@@ -97,8 +97,6 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
   // RUNNING requests, in order.
   size_t i = 0;
   while (i < running_.size() && budget > 0) {
-    // A step visits every running request, cold lines since the last step: load a few ahead.
-    if (i + 8 < running_.size()) __builtin_prefetch(running_[i + 8]);
     SimRequest* req = running_[i];
     int64_t n = req->num_tokens + req->num_drafts - req->num_computed;
     if (config_.long_prefill_token_threshold > 0) {
@@ -124,7 +122,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     }
     if (!scheduled) break;
     const int64_t drafts = std::max<int64_t>(0, req->num_computed + n - req->num_tokens);
-    batch->push_back({req, n, req->num_computed + n, static_cast<int32_t>(drafts), req->kv});
+    batch->push_back({req, n, req->num_computed + n, static_cast<int32_t>(drafts)});
     budget -= n;
     ++i;
   }
@@ -190,7 +188,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       req->first_lost_to_alignment = hit.lost_to_alignment_tokens;
     }
     req->num_computed = computed;
-    batch->push_back({req, n, computed + n, 0, req->kv});
+    batch->push_back({req, n, computed + n, 0});
     budget -= n;
   }
 }

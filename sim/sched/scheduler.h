@@ -92,7 +92,6 @@ struct ScheduledSeq {
   int64_t num_new_tokens = 0;  // incl. drafts
   int64_t context_tokens = 0;  // num_computed + num_new_tokens: what the step attends over
   int32_t num_drafts = 0;      // drafts among them
-  KvRequestHandle kv;          // req->kv, here to be prefetched without loading req
 };
 
 // Why the waiting queue stopped admitting in the last Schedule() call.

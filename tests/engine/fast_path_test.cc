@@ -1,4 +1,4 @@
-// The KV fast path (KvCacheOptions::fast_path, issue 15) skips AllocateSlots calls whose
+// The KV fast path (sim/kv/quiet_ranges.h, issue 15) skips AllocateSlots calls whose
 // arguments stay inside the blocks a request holds. It must not change a single result: every
 // sample replayed with and without it (--no-fast-path, the slow reference path) gives
 // byte-identical JSON and CSV, on one engine and on a fleet. (With --check-invariants the fast

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/engine.h"
+#include "sim/engine/replay_tuning.h"
 #include "sim/fleet/router.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
@@ -78,7 +79,7 @@ TEST(FleetTest, RoundRobinCyclesInArrivalOrder) {
   EXPECT_EQ(r.finished_requests, 7);
 }
 
-// ReplayOptions::skip_teardown (set by the replay and compare commands) leaves the simulated state
+// ReplayTuning::skip_teardown (set by the replay and compare commands) leaves the simulated state
 // to the process exit: the result is the same report, byte for byte, fleet or not.
 TEST(FleetTest, SkipTeardownChangesNothingInTheResult) {
   std::vector<Request> reqs;
@@ -90,10 +91,10 @@ TEST(FleetTest, SkipTeardownChangesNothingInTheResult) {
       engine.fleet.replicas = replicas;
       engine.fleet.router = "kv_aware";
       VectorTrace trace(reqs);
-      ReplayOptions options;
-      options.skip_teardown = skip == 1;
-      auto result =
-          Replay(Unitary(LayerKind::kFullAttention, 4, 64), ModelSpec{}, engine, trace, options);
+      ReplayTuning tuning;
+      tuning.skip_teardown = skip == 1;
+      auto result = Replay(Unitary(LayerKind::kFullAttention, 4, 64), ModelSpec{}, engine, trace,
+                           ReplayOptions{}, tuning);
       ASSERT_TRUE(result.ok()) << result.status();
       ReportOptions report;
       report.include_wall_time = false;
@@ -283,8 +284,9 @@ TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
         VectorTrace trace(reqs);
         ReplayOptions options;
         options.seed = 5;
-        options.replica_run_ahead = ahead == 1;
-        auto result = Replay(HybridPlan(40), ModelSpec{}, e, trace, options);
+        ReplayTuning tuning;
+        tuning.replica_run_ahead = ahead == 1;
+        auto result = Replay(HybridPlan(40), ModelSpec{}, e, trace, options, tuning);
         ASSERT_TRUE(result.ok()) << result.status();
         ReportOptions report;
         report.include_wall_time = false;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/kv_cache_manager.h"
 #include "sim/kv/block_hasher.h"
+#include "sim/kv/routing.h"
 #include "tests/kv/kv_test_util.h"
 
 namespace prefixsim {
@@ -61,11 +62,12 @@ std::vector<std::string> Drive(const KvPlan& plan, const std::vector<Request>& r
   std::vector<std::string> log;
   std::vector<kv::HashPair> hashes;
   for (const Request& r : requests) {
-    m.HashPrompt(r, &hashes);
+    kv::HashPrompt(m, r, &hashes);
     std::string chain;
     for (const kv::HashPair& h : hashes) absl::StrAppend(&chain, h.hash, ":", h.check, " ");
     log.push_back(absl::StrCat("request ", r.id, " chain ", chain, "peek ",
-                               m.PeekPromptHit(r, hashes), " ", m.PeekPrimaryOverlap(r, hashes)));
+                               kv::PeekPromptHit(m, r, hashes), " ",
+                               kv::PeekPrimaryOverlap(m, r, hashes)));
     if (r.prompt_tokens <= 0) continue;
     const KvRequestHandle h = m.AddRequest(&r);
     const PrefixHit hit = m.GetComputedBlocks(h);

@@ -19,6 +19,7 @@
 #include "sim/fleet/router.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/index_mirror.h"
+#include "sim/kv/routing.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -36,22 +37,22 @@ class KvAwareRouter final : public Router {
     mirrors_.clear();
     for (int r = 0; r < fleet.num_replicas(); ++r) {
       mirrors_.push_back(std::make_unique<kv::IndexMirror>(config_.plan->num_blocks));
-      fleet.kv(r).SetCacheEventListener(mirrors_.back().get());
+      kv::AttachIndexMirror(fleet.kv(r), mirrors_.back().get());
     }
   }
 
   int Route(const Request& request, const FleetView& fleet) override {
     PREFIXSIM_CHECK(static_cast<int>(mirrors_.size()) == fleet.num_replicas());
     // Every replica runs the same plan, so one hash chain serves them all.
-    fleet.kv(0).HashPrompt(request, &hashes_);
+    kv::HashPrompt(fleet.kv(0), request, &hashes_);
     int best = 0;
     double best_cost = 0;
     int64_t best_load = 0;
     for (int r = 0; r < fleet.num_replicas(); ++r) {
-      KvCacheManager& kv = fleet.kv(r);
-      const int64_t overlap = Overlap(kv, request, mirrors_[r].get());
+      KvCacheManager& cache = fleet.kv(r);
+      const int64_t overlap = Overlap(cache, request, mirrors_[r].get());
       if (config_.verify_index) {
-        PREFIXSIM_CHECK(overlap == Overlap(kv, request, nullptr));
+        PREFIXSIM_CHECK(overlap == Overlap(cache, request, nullptr));
         ++checks_;
       }
       const int64_t load = fleet.OutstandingTokens(r);
@@ -71,9 +72,9 @@ class KvAwareRouter final : public Router {
 
  private:
   // mirror == nullptr: the replica's own cache (verification only).
-  int64_t Overlap(KvCacheManager& kv, const Request& request, const kv::IndexMirror* mirror) {
-    return aligned_ ? kv.PeekPromptHit(request, hashes_, mirror)
-                    : kv.PeekPrimaryOverlap(request, hashes_, mirror);
+  int64_t Overlap(KvCacheManager& cache, const Request& request, const kv::IndexMirror* mirror) {
+    return aligned_ ? kv::PeekPromptHit(cache, request, hashes_, mirror)
+                    : kv::PeekPrimaryOverlap(cache, request, hashes_, mirror);
   }
 
   RouterConfig config_;

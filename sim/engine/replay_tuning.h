@@ -1,0 +1,39 @@
+// Switches that change how fast a replay runs, never what it reports. They stay out of the public
+// ReplayOptions: an embedder has no reason to touch them, and the tests that turn them off compare
+// against the reference path (fast_path_test, fleet_test).
+#ifndef PREFIXSIM_SIM_ENGINE_REPLAY_TUNING_H_
+#define PREFIXSIM_SIM_ENGINE_REPLAY_TUNING_H_
+
+#include "absl/status/statusor.h"
+#include "prefixsim/engine.h"
+
+namespace prefixsim {
+
+struct ReplayTuning {
+  // The KV manager's fast path (sim/kv/fast_path.h): skip AllocateSlots calls that cannot change
+  // anything. false: the slow reference path (tests, --no-fast-path).
+  bool kv_fast_path = true;
+  // A replica's steps that end before the next arrival run back to back, outside the event queue
+  // (sim/fleet/fleet.cc); false queues every step (tests).
+  bool replica_run_ahead = true;
+  // For a process that exits right after Replay returns (the CLI's replay and compare): leave the
+  // simulated state (request slots, block tables: ~10^5 small allocations) to the exit instead of
+  // freeing it piece by piece, which costs several percent of a replay's wall time. Ignored in
+  // sanitizer builds, whose leak checker would report it. Never in a long-lived process.
+  bool skip_teardown = false;
+};
+
+// Replay and ReplayWithFleetSizing (prefixsim/engine.h) under `tuning`; the public overloads run
+// with ReplayTuning{}.
+absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
+                                    const EngineConfig& engine, TraceReader& trace,
+                                    const ReplayOptions& options, const ReplayTuning& tuning);
+absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
+                                                   const EngineConfig& engine,
+                                                   const TraceOpener& open_trace,
+                                                   const ReplayOptions& options,
+                                                   const ReplayTuning& tuning);
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_SIM_ENGINE_REPLAY_TUNING_H_
