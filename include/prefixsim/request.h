@@ -35,7 +35,7 @@ struct ChunkHash {
 struct PromptHashes {
   int64_t chunk_tokens = 0;       // H the hashes were computed at; 0: none
   std::vector<ChunkHash> hashes;  // chunks [0, hashes.size()) of chunk_tokens tokens
-  int64_t next_segment = 0;       // where the hasher stopped (kv::HashCursor)
+  int64_t next_segment = 0;       // where the hasher stopped (its cursor, to resume)
   uint32_t next_offset_in_segment = 0;
 };
 

@@ -82,8 +82,7 @@ absl::Status RunAnalyze(const AnalyzeFlags& flags) {
                              AnalyzeTraceFile(flags.trace, flags.trace_options, options));
   std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
   if (!flags.json_out.empty()) {
-    PREFIXSIM_RETURN_IF_ERROR(
-        WriteOutput(flags.json_out, AnalyzeResultToJson(result) + "\n"));
+    PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.json_out, AnalyzeResultToJson(result) + "\n"));
   }
   return absl::OkStatus();
 }

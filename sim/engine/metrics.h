@@ -48,7 +48,6 @@ class LatencySketch {
   int64_t max_ns_ = 0;
 };
 
-
 }  // namespace prefixsim
 
 #endif  // PREFIXSIM_SIM_ENGINE_METRICS_H_

@@ -213,16 +213,18 @@ static absl::Status MergeUnchecked(const std::vector<std::string>& dirs, const s
   results["axes"] = axes;
   results["rows"] = rows;
   std::string csv = "index,id";
-  for (const auto& a : axes) csv += "," + CsvEscape(a);
-  for (const auto& m : metrics) csv += "," + CsvEscape(m);
+  for (const auto& a : axes) absl::StrAppend(&csv, ",", CsvEscape(a));
+  for (const auto& m : metrics) absl::StrAppend(&csv, ",", CsvEscape(m));
   csv += "\n";
   for (const auto& row : rows) {
     csv += absl::StrCat(row["index"].get<int64_t>(), ",", row["id"].get<std::string>());
     for (const auto& a : axes) {
-      csv += "," + CsvEscape(row["values"].contains(a) ? CellText(row["values"][a]) : "");
+      absl::StrAppend(&csv, ",",
+                      CsvEscape(row["values"].contains(a) ? CellText(row["values"][a]) : ""));
     }
     for (const auto& m : metrics) {
-      csv += "," + CsvEscape(row["metrics"].contains(m) ? CellText(row["metrics"][m]) : "");
+      absl::StrAppend(&csv, ",",
+                      CsvEscape(row["metrics"].contains(m) ? CellText(row["metrics"][m]) : ""));
     }
     csv += "\n";
   }

@@ -258,15 +258,15 @@ struct Cells {
 // Baseline, now and delta to the same number of decimals: enough for min. 4 significant
 // digits and to tell the two values apart.
 Cells FormatCells(const RegressRow& row) {
-  Cells c;
   if (!row.baseline.has_value() || !row.now.has_value()) {
-    c.baseline = row.baseline.has_value()
-                     ? FormatMetricValue(*row.baseline, *row.baseline, row.integer)
-                     : "-";
-    c.now = row.now.has_value() ? FormatMetricValue(*row.now, *row.now, row.integer) : "-";
-    c.delta = "-";
-    return c;
+    // A missing side shows as "-" (constructed, not assigned: GCC 12 warns falsely on
+    // assigning a literal to a string here, -Wrestrict).
+    auto cell = [&](const std::optional<double>& v) {
+      return v.has_value() ? FormatMetricValue(*v, *v, row.integer) : std::string(1, '-');
+    };
+    return Cells{cell(row.baseline), cell(row.now), std::string(1, '-')};
   }
+  Cells c;
   const double b = *row.baseline;
   const double n = *row.now;
   const int decimals = MetricDecimals(b, n, row.integer, 4);

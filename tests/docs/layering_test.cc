@@ -44,12 +44,6 @@ const std::map<std::string, std::set<std::string>>& AllowedLayers() {
   return *kAllowed;
 }
 
-// Public headers that still include nlohmann/json.hpp (AnalyzeResultToJson); to be emptied.
-const std::set<std::string>& PublicHeadersWithJson() {
-  static const auto* kHeaders = new std::set<std::string>{"analyze.h"};
-  return *kHeaders;
-}
-
 struct Include {
   std::string file;  // relative to the repository
   int line = 0;
@@ -136,10 +130,8 @@ TEST(LayeringTest, PublicHeadersIncludeNothingInternal) {
           << inc.file << ":" << inc.line << ": a public header includes " << inc.target;
       EXPECT_NE(inc.target.rfind("CLI/", 0), 0u)
           << inc.file << ":" << inc.line << ": a public header includes " << inc.target;
-      if (!PublicHeadersWithJson().contains(file.filename().string())) {
-        EXPECT_NE(inc.target.rfind("nlohmann/", 0), 0u)
-            << inc.file << ":" << inc.line << ": a public header includes " << inc.target;
-      }
+      EXPECT_NE(inc.target.rfind("nlohmann/", 0), 0u)
+          << inc.file << ":" << inc.line << ": a public header includes " << inc.target;
     }
   }
   EXPECT_GT(headers, 5);

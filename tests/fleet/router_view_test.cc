@@ -15,6 +15,7 @@
 
 #include "prefixsim/kv_cache_manager.h"
 #include "sim/kv/index_mirror.h"
+#include "sim/kv/routing.h"
 #include "tests/kv/kv_test_util.h"
 
 namespace prefixsim {
@@ -31,8 +32,8 @@ using testing_kv::Unitary;
 // replica): the prompt's hashes at H, then the admission lookup run on the router's mirror.
 int64_t RouterOverlap(KvCacheManager& kv, const Request& request, const kv::IndexMirror& mirror) {
   std::vector<kv::HashPair> hashes;
-  kv.HashPrompt(request, &hashes);
-  return kv.PeekPromptHit(request, hashes, &mirror);
+  kv::HashPrompt(kv, request, &hashes);
+  return kv::PeekPromptHit(kv, request, hashes, &mirror);
 }
 
 struct PlanCase {
@@ -93,7 +94,7 @@ TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
       options.check_invariants = true;
       KvCacheManager kv(c.plan, options);
       kv::IndexMirror mirror(c.plan.num_blocks);
-      kv.SetCacheEventListener(&mirror);
+      kv::AttachIndexMirror(kv, &mirror);
       std::mt19937_64 rng(seed);
       std::deque<Request> requests;  // outlive their registration
       uint64_t next_id = 1;
@@ -135,7 +136,7 @@ TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
       EXPECT_EQ(checks, 80);
       EXPECT_GT(nonzero, 0) << "the traffic must produce hits for the property to mean anything";
       EXPECT_GT(kv.counters().evicted_blocks, 0);
-      kv.SetCacheEventListener(nullptr);
+      kv::AttachIndexMirror(kv, nullptr);
     }
   }
 }
