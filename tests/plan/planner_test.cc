@@ -30,6 +30,19 @@ const KvGroup* FirstOfKind(const KvPlan& plan, LayerKind kind) {
   return nullptr;
 }
 
+// §7: decode context parallelism scales the attention groups' blocks (MLA, SWA) in S and H,
+// not the mamba group's: S = lcm(2 x 1536, 1536), H = gcd(2 x 1536, 1536).
+TEST(PlannerTest, DecodeContextParallelismScalesAttentionBlocksNotMamba) {
+  EngineConfig engine = Engine("kimi-k3-dspark");
+  engine.decode_context_parallel_size = 2;
+  const KvPlan plan = Plan(Preset("kimi-k3-like"), engine, "new");
+  EXPECT_EQ(plan.primary_block_size, 1536);
+  EXPECT_EQ(plan.scheduler_block_size, 3072);
+  EXPECT_EQ(plan.hash_block_size, 1536);  // the unscaled mamba block takes part in the gcd
+  EXPECT_EQ(plan.hit_alignment, 3072);
+  EXPECT_FALSE(plan.partial_hits);  // the mamba block is not larger than H
+}
+
 // §13.B, the #53007 case: old policy, DSpark SWA drafter on FLASH_ATTN.
 TEST(PlannerTest, KimiDsparkOldPolicyInflatesLcm) {
   KvPlan plan = Plan(Preset("kimi-k3-like"), Engine("kimi-k3-dspark"), "old");
