@@ -152,6 +152,10 @@ class LengthsParser : public RecordParser {
       if (!std::isfinite(arrival_s) || arrival_s < 0) {
         return FieldError(location, names_[arrival_], "must be a non-negative number");
       }
+      // Nanoseconds must fit int64 (the reader subtracts arrival times).
+      if (arrival_s * 1e9 >= 9.2e18) {
+        return FieldError(location, names_[arrival_], "time out of range");
+      }
       info->timestamp_ns = std::llround(arrival_s * 1e9);
     } else if (!ParseDateTimeNs(fields[arrival_], &info->timestamp_ns)) {
       return FieldError(location, names_[arrival_],

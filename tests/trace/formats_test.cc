@@ -249,6 +249,8 @@ TEST(LengthsReaderTest, BadRows) {
       {"soon,10,1", "field 'arrived_at': must be a non-negative number"},
       {"2023-11-16 18:15:46x,10,1", "field 'arrived_at': must be a non-negative number"},
       {"-1,10,1", "field 'arrived_at': must be a non-negative number"},
+      // Seconds whose nanoseconds overflow int64 (found by trace_lengths_fuzz).
+      {"663299999999999,10,1", "field 'arrived_at': time out of range"},
       {"1,-10,1", "field 'num_prefill_tokens': must be a positive integer"},
       {"1,10.5,1", "field 'num_prefill_tokens': must be a positive integer"},
       {"1,10,", "field 'num_decode_tokens': must be a non-negative integer"},
