@@ -140,7 +140,9 @@ def main():
         source = ROOT / m["file"]
         original = source.read_text()
         restore = lambda *_: source.write_text(original)  # noqa: E731
-        signal.signal(signal.SIGINT, lambda *_: (restore(), sys.exit(130)))
+        # Whatever stops the run (Ctrl-C, a CI timeout, a closed terminal) restores the file.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: (restore(), sys.exit(128 + signum)))
         safe_id = m["id"].replace("/", "_")
         t0 = time.monotonic()
         try:

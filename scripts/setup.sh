@@ -8,7 +8,8 @@ packages=(cmake g++ make pkg-config
   chromium     # headless browser check of the HTML report (tests/report/html_browser_test.cc)
   slurm-wlm munge      # a single-node Slurm for tests/slurm/slurm_roundtrip.sh
   clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
-  clang-format-14)  # the style check (scripts/check_format.sh), pinned: versions format differently
+  clang-format-14  # the style check (scripts/check_format.sh), pinned: versions format differently
+  python3)  # scripts/mutate.py (.ci/run checks that every mutant still applies to the code)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

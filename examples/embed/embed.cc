@@ -48,19 +48,15 @@ int main(int argc, char** argv) {
   if (absl::Status s = prefixsim::CheckStartupMemory(*plan); !s.ok()) return Fail(s);
 
   // A fleet with auto-sizing replays the trace several times, so the replay opens it itself.
-  bool has_prefix_identity = true;
   const prefixsim::TraceOpener open_trace =
       [&]() -> absl::StatusOr<std::unique_ptr<prefixsim::TraceReader>> {
-    auto reader = prefixsim::OpenTrace(trace_path, prefixsim::TraceOptions{});
-    if (reader.ok()) has_prefix_identity = (*reader)->has_prefix_identity();
-    return reader;
+    return prefixsim::OpenTrace(trace_path, prefixsim::TraceOptions{});
   };
   prefixsim::ReplayOptions options;
   options.record_requests = false;  // the JSON summary does not need per-request records
   absl::StatusOr<prefixsim::ReplayResult> result =
       prefixsim::ReplayWithFleetSizing(*plan, *model, *engine, open_trace, options);
   if (!result.ok()) return Fail(result.status());
-  result->trace_has_prefix_identity = has_prefix_identity;
 
   prefixsim::ReportOptions report;
   report.include_wall_time = false;  // byte-identical from run to run

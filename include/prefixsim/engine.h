@@ -274,7 +274,8 @@ struct ReplayResult {
   // replicas, each listed once: the int64_t counts, prefix_cache and spec_decode (their own
   // Merge), lost_to_alignment_requests (summed per key). Not listed, because the fleet derives
   // them from its own view or from latency sketches: policy, plan, out_of_order_arrivals,
-  // partial, interrupt_signal, trace_has_prefix_identity, recent_*, mean_kv_usage, latencies,
+  // partial, interrupt_signal, trace_has_prefix_identity (read off the trace), recent_*,
+  // mean_kv_usage, latencies,
   // times, rates, overloaded, per_request, fleet.
   template <typename F>
   static void ForEachMergedCounter(F&& f) {

@@ -80,7 +80,10 @@ absl::Status RunAnalyze(const AnalyzeFlags& flags) {
   options.capacity_curve = !flags.no_capacity_curve;
   PREFIXSIM_ASSIGN_OR_RETURN(AnalyzeResult result,
                              AnalyzeTraceFile(flags.trace, flags.trace_options, options));
-  std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
+  // With --json - stdout carries the JSON only.
+  if (flags.json_out != "-") {
+    std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
+  }
   if (!flags.json_out.empty()) {
     PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.json_out, AnalyzeResultToJson(result) + "\n"));
   }

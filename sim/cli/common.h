@@ -17,7 +17,6 @@
 namespace prefixsim::cli {
 
 // The model/engine loading lives in sim/run (the grid loads its points the same way).
-using run::ApplyEngineOverrides;
 using run::EngineOverrides;
 using run::LoadModelAndEngine;
 using run::ModelAndEngine;

@@ -111,7 +111,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     ReportOptions report;
     report.include_wall_time = !options->replay.no_wall_time;
     if (!options->json_path.empty()) {
-      absl::Status s = WriteOutput(options->json_path, ComparisonToJson(ok, report).dump(2) + "\n");
+      absl::Status s = WriteOutput(options->json_path, ComparisonReportJson(ok, report));
       if (!s.ok()) {
         ctx.exit_code = ReportError("compare", s);
         return;

@@ -33,8 +33,10 @@ absl::Status RunGenTrace(const GenTraceFlags& flags) {
   std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, flags.block_tokens)
                                                 : FormatTokensTrace(requests);
   PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.out, text));
-  std::cout << "wrote " << requests.size() << " requests (" << flags.workload.kind << ", "
-            << flags.format << ", " << text.size() << " bytes) to " << flags.out << "\n";
+  // With --out - stdout carries the trace only; the summary goes to stderr.
+  std::ostream& summary = flags.out == "-" ? std::cerr : std::cout;
+  summary << "wrote " << requests.size() << " requests (" << flags.workload.kind << ", "
+          << flags.format << ", " << text.size() << " bytes) to " << flags.out << "\n";
   return absl::OkStatus();
 }
 

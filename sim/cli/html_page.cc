@@ -1,11 +1,9 @@
 #include "sim/cli/html_page.h"
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +14,7 @@
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
 #include "sim/util/byte_size.h"
+#include "sim/util/parallel_for.h"
 
 namespace prefixsim::cli {
 
@@ -108,45 +107,42 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
     }
   }
   std::vector<std::optional<absl::StatusOr<CapacitySweepPoint>>> done(jobs.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t j = next++; j < jobs.size(); j = next++) {
-      EngineConfig engine = loaded.engine;
-      engine.kv_cache_bytes = jobs[j].bytes;
-      engine.num_gpu_blocks.reset();
-      const std::string& policy = results[jobs[j].result].policy;
-      absl::StatusOr<KvPlan> plan = ResolvePlanForServing(loaded.model, engine, policy);
-      absl::StatusOr<ReplayResult> r =
-          plan.ok() ? RunReplay(replay, loaded.model, engine, *plan, "") : plan.status();
-      if (!r.ok()) {
-        done[j] = absl::Status(r.status().code(),
-                               absl::StrCat("--capacities ", jobs[j].bytes, " bytes, policy ",
-                                            policy, ": ", r.status().message()));
-        continue;
-      }
-      CapacitySweepPoint p;
-      p.policy = policy;
-      p.kv_cache_bytes = jobs[j].bytes;
-      p.num_blocks = plan->num_blocks;
-      p.hit_rate = r->prefix_cache.hit_rate();
-      p.lost_to_alignment_tokens = r->lost_to_alignment_tokens;
-      p.queries = r->prefix_cache.queries;
-      done[j] = p;
-    }
-  };
-  const size_t num_threads =
-      std::min<size_t>(jobs.size(), std::max<unsigned>(1, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < num_threads; ++t) threads.emplace_back(worker);
-  // The alignment curve, with every policy's A on it, while the sweep runs.
+  // The alignment curve, with every policy's A on it, is item 0, so it starts first and runs
+  // while the other threads replay the capacities.
   AnalyzeOptions analyze_options;
   for (const ReplayResult& r : results) analyze_options.alignments.push_back(r.plan.hit_alignment);
   analyze_options.capacity_curve = false;
   TraceOptions trace_options = replay.trace_options;
   trace_options.seed = replay.seed;
-  absl::StatusOr<AnalyzeResult> analyzed =
-      AnalyzeTraceFile(replay.trace, trace_options, analyze_options);
-  for (std::thread& t : threads) t.join();
+  absl::StatusOr<AnalyzeResult> analyzed = absl::UnknownError("not analyzed");
+  ParallelFor(jobs.size() + 1, /*jobs=*/0, [&](size_t k) {
+    if (k == 0) {
+      analyzed = AnalyzeTraceFile(replay.trace, trace_options, analyze_options);
+      return;
+    }
+    const size_t j = k - 1;
+    EngineConfig engine = loaded.engine;
+    engine.kv_cache_bytes = jobs[j].bytes;
+    engine.num_gpu_blocks.reset();
+    const std::string& policy = results[jobs[j].result].policy;
+    absl::StatusOr<KvPlan> plan = ResolvePlanForServing(loaded.model, engine, policy);
+    absl::StatusOr<ReplayResult> r =
+        plan.ok() ? RunReplay(replay, loaded.model, engine, *plan, "") : plan.status();
+    if (!r.ok()) {
+      done[j] = absl::Status(r.status().code(),
+                             absl::StrCat("--capacities ", jobs[j].bytes, " bytes, policy ", policy,
+                                          ": ", r.status().message()));
+      return;
+    }
+    CapacitySweepPoint p;
+    p.policy = policy;
+    p.kv_cache_bytes = jobs[j].bytes;
+    p.num_blocks = plan->num_blocks;
+    p.hit_rate = r->prefix_cache.hit_rate();
+    p.lost_to_alignment_tokens = r->lost_to_alignment_tokens;
+    p.queries = r->prefix_cache.queries;
+    done[j] = p;
+  });
   for (auto& d : done) {
     if (!d->ok()) return d->status();
     page.capacity_sweep.push_back(**d);

@@ -124,8 +124,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     if (!options->json_path.empty()) {
       ReportOptions report;
       report.include_wall_time = wall;
-      absl::Status s =
-          WriteOutput(options->json_path, ReplayResultToJson(*result, report).dump(2) + "\n");
+      absl::Status s = WriteOutput(options->json_path, ReplayReportJson(*result, report));
       if (!s.ok()) {
         ctx.exit_code = ReportError("replay", s);
         return;

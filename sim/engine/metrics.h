@@ -1,5 +1,6 @@
-// Metrics collected during a replay (docs/design.md §4.5): prefix-cache stats as vLLM records them
-// (docs/semantics.md §12), latency percentiles, and the sliding-window hit rate of vLLM's log line.
+// Metrics of a replay (docs/design.md §4.5): latency percentiles and sketches, and the merge of
+// replicas' counters. The prefix-cache statistics the scheduler keeps are in
+// sim/sched/prefix_stats.h.
 #ifndef PREFIXSIM_SIM_ENGINE_METRICS_H_
 #define PREFIXSIM_SIM_ENGINE_METRICS_H_
 
@@ -7,7 +8,6 @@
 #include <vector>
 
 #include "prefixsim/engine.h"
-#include "sim/sched/prefix_stats.h"  // HitRateWindow, RecordPrefixLookup
 
 namespace prefixsim {
 

@@ -91,7 +91,9 @@ absl::StatusOr<ReplayResult> Fleet::Run(TraceReader& trace) {
   }
   for (const auto& r : replicas_) PREFIXSIM_CHECK(r->idle());
   ReportProgress(true, /*done=*/true);
-  return Collect();
+  ReplayResult result = Collect();
+  result.trace_has_prefix_identity = trace.has_prefix_identity();
+  return result;
 }
 
 absl::Status Fleet::HandleArrivals(TraceReader& trace) {

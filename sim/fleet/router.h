@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,7 +66,9 @@ int LeastLoadedReplica(const FleetView& fleet);
 // The router registered under `name`; NotFound (naming the registered ones) otherwise.
 absl::StatusOr<std::unique_ptr<Router>> NewRouter(std::string_view name,
                                                   const RouterConfig& config);
-bool IsRegisteredRouter(std::string_view name);
+// "unknown router 'x'; did you mean ...? (registered: ...)" for a name that is not registered,
+// nullopt for one that is.
+std::optional<std::string> UnknownRouterMessage(std::string_view name);
 std::vector<std::string> RegisteredRouters();
 
 // Factories, one per file in routers/.

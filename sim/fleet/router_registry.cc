@@ -33,7 +33,10 @@ absl::StatusOr<std::unique_ptr<Router>> NewRouter(std::string_view name,
   return (**factory)(config);
 }
 
-bool IsRegisteredRouter(std::string_view name) { return Routers().Contains(name); }
+std::optional<std::string> UnknownRouterMessage(std::string_view name) {
+  if (Routers().Contains(name)) return std::nullopt;
+  return Routers().UnknownNameMessage(name);
+}
 
 std::vector<std::string> RegisteredRouters() { return Routers().Names(); }
 

@@ -101,12 +101,14 @@ class BlockPool {
   // The block cached under (group, h), or kNoBlock.
   BlockId Lookup(int group, const HashPair& h) const { return hit_index().Lookup(group, h); }
 
-  // Receives a store event for every block published and a remove event for every block whose
-  // hash is dropped (evicted or re-keyed), keyed like the index. Null: none. Not owned.
-  void set_listener(CacheEventListener* listener) { listener_ = listener; }
-  // The index the listener keeps (an IndexMirror's), if any: the pool prefetches its slots with
-  // its own (see PrefetchPublish). Null: none. Not owned.
-  void set_listener_index(const PrefixIndex* index) { listener_index_ = index; }
+  // `listener` receives a store event for every block published and a remove event for every
+  // block whose hash is dropped (evicted or re-keyed), keyed like the index; `listener_index` is
+  // the index it keeps (an IndexMirror's), if any, whose slots the pool prefetches with its own
+  // (see PrefetchPublish). Null: none. Neither is owned.
+  void set_listener(CacheEventListener* listener, const PrefixIndex* listener_index = nullptr) {
+    listener_ = listener;
+    listener_index_ = listener_index;
+  }
 
   // A cache hit takes a reference: a free block leaves the free queue.
   void Touch(BlockId b) {

@@ -28,6 +28,16 @@ int64_t KvCacheCoordinator::HashBlockSize(const KvPlan& plan) {
   return plan.enable_prefix_caching ? plan.hash_block_size : plan.scheduler_block_size;
 }
 
+int KvCacheCoordinator::UnhashableGroup(const KvPlan& plan) {
+  const int64_t h = HashBlockSize(plan);
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    if (plan.groups[g].prefix_cacheable && plan.groups[g].block_size % h != 0) {
+      return static_cast<int>(g);
+    }
+  }
+  return -1;
+}
+
 KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
                                        int64_t extra_retained_tokens, bool group_runs)
     : pool_(pool) {
@@ -55,10 +65,8 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     PREFIXSIM_CHECK(scheduler_block_size_ % plan.groups[g].block_size == 0);
     managers_.push_back(MakeManager(plan.groups[g], static_cast<int>(g), pool, params));
-    if (plan.groups[g].prefix_cacheable && !managers_.back()->hashable() && unhashable_group_ < 0) {
-      unhashable_group_ = static_cast<int>(g);
-    }
   }
+  unhashable_group_ = UnhashableGroup(plan);
   num_groups_ = static_cast<int>(managers_.size());
   for (int g = 0; g < num_groups_; ++g) {
     if (group_runs && !runs_.empty() && SameSpec(plan.groups[runs_.back().first], plan.groups[g])) {

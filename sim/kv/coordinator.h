@@ -30,7 +30,9 @@ class KvCacheCoordinator {
   static int64_t HashBlockSize(const KvPlan& plan);
 
   // Whether every prefix-cacheable group's block size is a multiple of H, so that lookups and
-  // caching are possible. The first group that is not, or -1.
+  // caching are possible. The first group of `plan` that is not, or -1. REQUIRES: plan.groups is
+  // not empty.
+  static int UnhashableGroup(const KvPlan& plan);
   int unhashable_group() const { return unhashable_group_; }
 
   int num_groups() const { return num_groups_; }

@@ -34,16 +34,13 @@ uint64_t GeneratedOutputContentId(uint64_t request_id) {
 
 std::string PrefixCachingDisabledWarning(const KvPlan& plan) {
   if (!plan.enable_prefix_caching || plan.groups.empty()) return "";
-  const int64_t h = kv::KvCacheCoordinator::HashBlockSize(plan);
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
-    // SingleTypeManager::hashable(): H divides the group's block size.
-    if (!plan.groups[g].prefix_cacheable || plan.groups[g].block_size % h == 0) continue;
-    return absl::StrFormat(
-        "KvCacheManager: prefix caching disabled: group %d block size %d is not a multiple of the "
-        "hash block size %lld",
-        static_cast<int>(g), plan.groups[g].block_size, static_cast<long long>(h));
-  }
-  return "";
+  const int g = kv::KvCacheCoordinator::UnhashableGroup(plan);
+  if (g < 0) return "";
+  return absl::StrFormat(
+      "KvCacheManager: prefix caching disabled: group %d block size %d is not a multiple of the "
+      "hash block size %lld",
+      g, plan.groups[g].block_size,
+      static_cast<long long>(kv::KvCacheCoordinator::HashBlockSize(plan)));
 }
 
 struct KvCacheManager::Rep {
@@ -573,7 +570,6 @@ void KvCacheManager::Free(KvRequestHandle request) { rep_->Free(request); }
 
 void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
   rep_->pool_.set_listener(listener);
-  rep_->pool_.set_listener_index(nullptr);
 }
 
 void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
@@ -668,8 +664,7 @@ int64_t PeekPrimaryOverlap(const KvCacheManager& manager, const Request& request
 
 void AttachIndexMirror(KvCacheManager& manager, IndexMirror* mirror) {
   BlockPool& pool = KvCacheManagerAccess::Get(manager).pool_;
-  pool.set_listener(mirror);
-  pool.set_listener_index(mirror != nullptr ? &mirror->index() : nullptr);
+  pool.set_listener(mirror, mirror != nullptr ? &mirror->index() : nullptr);
 }
 
 }  // namespace kv

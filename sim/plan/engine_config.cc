@@ -26,8 +26,8 @@ struct BuiltinBackend {
   int preferred_block_size;
 };
 
-// Reference §3.1 (docs/design/attention_backends.md); preferred sizes from docs/semantics.md §4
-// (FlashMLA 64, CUTLASS_MLA 128, FA 16; the others are [inferred]).
+// docs/semantics.md §3.1 (docs/design/attention_backends.md); preferred sizes from
+// docs/semantics.md §4 (FlashMLA 64, CUTLASS_MLA 128, FA 16; the others are [inferred]).
 const std::vector<BuiltinBackend>& BuiltinBackends() {
   static const auto* table = new std::vector<BuiltinBackend>{
       {"FLASH_ATTN", {{16, true}}, 16},
@@ -277,7 +277,7 @@ std::string_view MambaSpecBoundaryStatesName(MambaSpecBoundaryStates mode) {
 
 int SpeculativeConfig::LookaheadTokens() const {
   if (!enabled) return 0;
-  // Reference §11: ngram/suffix/medusa proposers need no lookahead KV slots.
+  // docs/semantics.md §11: ngram/suffix/medusa proposers need no lookahead KV slots.
   if (method == "ngram" || method == "suffix" || method == "medusa") return 0;
   return num_speculative_tokens;
 }

@@ -84,18 +84,10 @@ class HfObject {
     return *value;
   }
   absl::StatusOr<std::optional<bool>> OptionalBool(std::string_view key) const {
-    const Json* value = Find(key);
-    if (value == nullptr) return std::optional<bool>();
-    if (!value->is_boolean())
-      return Error(key, absl::StrCat("expected true or false, got ", value->dump()));
-    return std::optional<bool>(value->get<bool>());
+    return doc_->OptionalBool(*object_, path_, key);
   }
   absl::StatusOr<std::optional<std::string>> OptionalString(std::string_view key) const {
-    const Json* value = Find(key);
-    if (value == nullptr) return std::optional<std::string>();
-    if (!value->is_string())
-      return Error(key, absl::StrCat("expected a string, got ", value->dump()));
-    return std::optional<std::string>(value->get<std::string>());
+    return doc_->OptionalString(*object_, path_, key);
   }
   // A list of strings; nullopt when absent. If `expected_size` >= 0 the list must have it.
   absl::StatusOr<std::optional<std::vector<std::string>>> OptionalStringList(

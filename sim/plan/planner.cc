@@ -43,7 +43,7 @@ bool IsFullFamily(LayerKind kind) {
   return kind == LayerKind::kFullAttention || kind == LayerKind::kMla;
 }
 
-// Reference §6.1 step 4: UniformTypeKVCacheSpecs.from_specs.
+// docs/semantics.md §6.1 step 4: UniformTypeKVCacheSpecs.from_specs.
 bool IsUniformType(const std::vector<LayerKv>& layers) {
   const LayerKv& first = layers.front();
   for (const LayerKv& l : layers) {
@@ -64,7 +64,7 @@ bool IsUniformType(const std::vector<LayerKv>& layers) {
   return true;
 }
 
-// Reference §3.2 select_common_block_size: the kernel block a group block is split into.
+// docs/semantics.md §3.2 select_common_block_size: the kernel block a group block is split into.
 absl::StatusOr<int> SelectKernelBlockSize(const AttentionBackend& backend, int64_t block_size,
                                           bool padded) {
   for (const auto& s : backend.kernel_block_sizes) {
@@ -87,7 +87,7 @@ absl::StatusOr<int> SelectKernelBlockSize(const AttentionBackend& backend, int64
                                                  " has no kernel block that divides ", block_size));
 }
 
-// Reference §2.3: pages one request of max_model_len holds in a group of this spec.
+// docs/semantics.md §2.3: pages one request of max_model_len holds in a group of this spec.
 int64_t MaxPagesPerRequest(const KvGroup& group, const EngineConfig& engine,
                            int64_t lookahead_tokens) {
   const int64_t m = engine.max_model_len;
@@ -114,9 +114,9 @@ int64_t MaxPagesPerRequest(const KvGroup& group, const EngineConfig& engine,
   return CeilDiv(m, b);
 }
 
-// Reference §9.4 / §6.3: whether the EAGLE/MTP last-unit drop applies. [inferred] default: on for
-// the EAGLE-style proposers vLLM has always dropped for (eagle, eagle3, mtp), off for dspark and
-// draft models (PR #53007 reports the DSpark run equal to the no-speculation run, which a drop
+// docs/semantics.md §9.4 / §6.3: whether the EAGLE/MTP last-unit drop applies. [inferred] default:
+// on for the EAGLE-style proposers vLLM has always dropped for (eagle, eagle3, mtp), off for dspark
+// and draft models (PR #53007 reports the DSpark run equal to the no-speculation run, which a drop
 // of one unit per request would not give); speculative.eagle_block_drop overrides.
 bool UsesEagleBlockDrop(const SpeculativeConfig& spec) {
   if (!spec.enabled) return false;
@@ -440,9 +440,9 @@ void SizeMemory(const PlanInputs& in, KvPlan* plan) {
   for (const KvGroup& g : plan->groups) {
     plan->blocks_per_max_len_request += MaxPagesPerRequest(g, engine, plan->num_lookahead_tokens);
   }
-  // Reference §1 / §6.4: vLLM checks that one max_model_len request fits the available memory
-  // (the null block's bytes subtracted), then applies num_gpu_blocks_override. So the check runs
-  // only when the pool comes from kv_cache_bytes, and a failure is reported, not fatal here.
+  // docs/semantics.md §1 / §6.4: vLLM checks that one max_model_len request fits the available
+  // memory (the null block's bytes subtracted), then applies num_gpu_blocks_override. So the check
+  // runs only when the pool comes from kv_cache_bytes, and a failure is reported, not fatal here.
   if (engine.num_gpu_blocks) return;
   StartupCheck& check = plan->startup_check;
   check.performed = true;

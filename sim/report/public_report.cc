@@ -1,5 +1,5 @@
-// prefixsim/report.h over the internal writers, formatted exactly as the CLI formats them
-// (sim/cli/replay_cmd.cc, sim/cli/compare_cmd.cc), so an embedder's report equals the CLI's.
+// prefixsim/report.h over the internal writers. The CLI writes its JSON reports through these
+// functions too, so an embedder's report equals the CLI's byte for byte.
 #include "prefixsim/report.h"
 #include "sim/report/report.h"
 

@@ -4,10 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
 #include "sim/fleet/router.h"
-#include "sim/util/did_you_mean.h"
 
 namespace prefixsim::run {
 
@@ -27,11 +25,8 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     }
   }
   if (o.router) {
-    if (!fleet::IsRegisteredRouter(*o.router)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag --router: unknown router '", *o.router, "'",
-                       DidYouMean(*o.router, fleet::RegisteredRouters()),
-                       " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+    if (const auto unknown = fleet::UnknownRouterMessage(*o.router)) {
+      return absl::InvalidArgumentError(absl::StrCat("flag --router: ", *unknown));
     }
     engine.fleet.router = *o.router;
   }
@@ -103,11 +98,8 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     return absl::InvalidArgumentError(
         absl::StrCat(engine.source, " with command-line overrides: ", valid.message()));
   }
-  if (!fleet::IsRegisteredRouter(engine.fleet.router)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(engine.source, ": field 'router': unknown router '", engine.fleet.router, "'",
-                     DidYouMean(engine.fleet.router, fleet::RegisteredRouters()),
-                     " (registered: ", absl::StrJoin(fleet::RegisteredRouters(), ", "), ")"));
+  if (const auto unknown = fleet::UnknownRouterMessage(engine.fleet.router)) {
+    return absl::InvalidArgumentError(absl::StrCat(engine.source, ": field 'router': ", *unknown));
   }
   return absl::OkStatus();
 }

@@ -20,11 +20,9 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& m
   trace_options.seed = o.seed;
   // The trace is parsed on a second thread, ahead of the simulation (same requests, same order),
   // which also hashes each prompt for the plan's KV managers.
-  bool has_prefix_identity = true;
   const TraceOpener open_trace = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
                                OpenTrace(o.trace, trace_options));
-    has_prefix_identity = reader->has_prefix_identity();
     ReadAheadOptions read_ahead;
     read_ahead.prepare = [&plan](Request* r) { KvCacheManager::PrepareRequest(plan, r); };
     return ReadAhead(std::move(reader), read_ahead);
@@ -44,10 +42,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& m
   options.max_preemptions_without_finish = o.max_preemptions_without_finish;
   options.max_steps_without_finish = o.max_steps_without_finish;
   options.progress = std::move(progress);
-  absl::StatusOr<ReplayResult> result =
-      ReplayWithFleetSizing(plan, model, engine, open_trace, options, tuning);
-  if (result.ok()) result->trace_has_prefix_identity = has_prefix_identity;
-  return result;
+  return ReplayWithFleetSizing(plan, model, engine, open_trace, options, tuning);
 }
 
 }  // namespace prefixsim::run

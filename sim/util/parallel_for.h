@@ -1,6 +1,7 @@
-// The one thread pool of the project: the grid's points, compare's policies. Work items are
-// claimed in index order from a shared counter, so a slow item never holds up the others, and a
-// result stored at its index does not depend on the number of threads.
+// The one thread pool of the project: the grid's points, compare's policies, the HTML page's
+// capacity sweep. Work items are claimed in index order from a shared counter, so a slow item
+// never holds up the others, and a result stored at its index does not depend on the number of
+// threads.
 #ifndef PREFIXSIM_SIM_UTIL_PARALLEL_FOR_H_
 #define PREFIXSIM_SIM_UTIL_PARALLEL_FOR_H_
 

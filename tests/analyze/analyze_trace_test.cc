@@ -131,6 +131,17 @@ TEST(AnalyzeTraceTest, CliWritesJsonAndText) {
   fs::remove_all(dir);
 }
 
+// With --json - stdout is the JSON document alone (docs/design.md §4.5), so it can be piped.
+TEST(AnalyzeTraceTest, CliJsonToStdoutIsJsonOnly) {
+  const fs::path dir = TempDir();
+  WriteFile(dir / "tiny.jsonl", kTinyMooncake);
+  std::string out;
+  ASSERT_EQ(RunCli("--trace " + (dir / "tiny.jsonl").string() + " --json -", dir, &out), 0);
+  const nlohmann::json j = nlohmann::json::parse(out);  // throws on any text around it
+  EXPECT_EQ(j["requests"], 3);
+  fs::remove_all(dir);
+}
+
 TEST(AnalyzeTraceTest, CliBadInputIsExit2) {
   const fs::path dir = TempDir();
   std::string out;

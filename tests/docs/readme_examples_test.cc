@@ -35,7 +35,7 @@ const std::map<std::string, std::string>& NotRun() {
   static const auto* not_run = new std::map<std::string, std::string>{
       {"bash scripts/demo.sh",
        "installs Debian packages and builds; its two prefixsim commands are the README's examples"},
-      {"bash scripts/test.sh", "runs this very suite (it is CI's first phase)"},
+      {"bash scripts/test.sh", "runs this very suite (a phase of .ci/run)"},
       {"cmake --install build --prefix /opt/prefixsim",
        "writes outside the checkout; scripts/test_install.sh installs into a temporary prefix"},
   };

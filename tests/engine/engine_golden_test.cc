@@ -20,8 +20,9 @@ using testing_kv::Unitary;
 
 constexpr int64_t kMs = 1'000'000;
 
-// Reference §9.1, §10.2, §12: a finished request's full blocks are cached; a later identical
-// prompt hits them up to max_hit = L - 1 rounded down to the block; queries = prompt length.
+// docs/semantics.md §9.1, §10.2, §12: a finished request's full blocks are cached; a later
+// identical prompt hits them up to max_hit = L - 1 rounded down to the block; queries = prompt
+// length.
 TEST(EngineGoldenTest, SecondIdenticalPromptHitsFullBlocks) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 64);
   const ReplayResult r =
@@ -51,11 +52,11 @@ TEST(EngineGoldenTest, SecondIdenticalPromptHitsFullBlocks) {
   EXPECT_DOUBLE_EQ(r.tpot.mean_ms, 1.0);
 }
 
-// Reference §11 (recompute preemption: the last running request is freed, reset to 0 and put at
-// the front of the waiting queue; nothing is admitted in a step that preempted), §8.2 (eviction
-// from the head of the free queue, freed tail first, unhashed blocks prepended), §12 (a preempted
-// re-admission goes to the preempted_* fields).
-// 6 usable blocks of 4 tokens; two 8-token prompts with 8 outputs each, both at t = 0.
+// docs/semantics.md §11 (recompute preemption: the last running request is freed, reset to 0 and
+// put at the front of the waiting queue; nothing is admitted in a step that preempted), §8.2
+// (eviction from the head of the free queue, freed tail first, unhashed blocks prepended), §12 (a
+// preempted re-admission goes to the preempted_* fields). 6 usable blocks of 4 tokens; two 8-token
+// prompts with 8 outputs each, both at t = 0.
 //  step 1: both prefill (2 + 2 blocks); steps 2-5: decode up to 12 tokens (3 blocks each, 0 free).
 //  step 6: A needs a 4th block for token 13: B (13 tokens, 3 blocks) is preempted; A takes B's
 //          tail block (evicting its hash). steps 7-8: B's lookup hits 8 of 13 tokens but needs
@@ -87,8 +88,8 @@ TEST(EngineGoldenTest, RecomputePreemptionAndReadmission) {
   EXPECT_EQ(r.computed_tokens, 16 + 8 + 3 + 5 + 2);
 }
 
-// Reference §11: chunked prefill under the token budget; long_prefill_token_threshold caps a
-// chunk further.
+// docs/semantics.md §11: chunked prefill under the token budget; long_prefill_token_threshold caps
+// a chunk further.
 TEST(EngineGoldenTest, ChunkedPrefillUnderBudgetAndThreshold) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 64);
   {
@@ -114,7 +115,7 @@ TEST(EngineGoldenTest, ChunkedPrefillUnderBudgetAndThreshold) {
   }
 }
 
-// Reference §11: max_num_seqs bounds the running set; the rest wait.
+// docs/semantics.md §11: max_num_seqs bounds the running set; the rest wait.
 TEST(EngineGoldenTest, MaxNumSeqsQueuesTheRest) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 64);
   EngineConfig e = SmallEngine(256);
@@ -126,7 +127,7 @@ TEST(EngineGoldenTest, MaxNumSeqsQueuesTheRest) {
   EXPECT_EQ(r.per_request[1].first_token_ns, 3 * kMs);
 }
 
-// Reference §11 "Speculative decoding": drafts are verified 1 + k at a time, accepted ones
+// docs/semantics.md §11 "Speculative decoding": drafts are verified 1 + k at a time, accepted ones
 // extend the output; per-request accepted lengths from the trace take precedence.
 TEST(EngineGoldenTest, SpeculativeDecodingStepsAndStats) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 64);
@@ -167,7 +168,7 @@ TEST(EngineGoldenTest, SpeculativeDecodingStepsAndStats) {
   }
 }
 
-// Reference §11: a running request reserves k lookahead slots per step (none for a fresh
+// docs/semantics.md §11: a running request reserves k lookahead slots per step (none for a fresh
 // prefill). 3 usable blocks of 4 tokens, prompt 8: the decode step needs 8 + 4 + 3 = 15 slots
 // (4 blocks), so the request preempts itself; re-admitted as a fresh prefill (no lookahead) it
 // hits its 8 cached prompt tokens, computes the rest and samples one token; twice, until its 3
@@ -219,8 +220,9 @@ TEST(EngineGoldenTest, DraftsDoNotChangeWhatIsCached) {
   EXPECT_LT(spec.num_steps, plain.num_steps);
 }
 
-// Reference §11 / vLLM _mamba_block_aligned_split: prefill chunks end on mamba block boundaries
-// or at the last cacheable position. Prompt 20, mamba block 8, budget 12: 8 + 8 + 4 (not 12 + 8).
+// docs/semantics.md §11 / vLLM _mamba_block_aligned_split: prefill chunks end on mamba block
+// boundaries or at the last cacheable position. Prompt 20, mamba block 8, budget 12: 8 + 8 + 4 (not
+// 12 + 8).
 TEST(EngineGoldenTest, MambaAlignedPrefillSplit) {
   const KvPlan plan =
       Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kMamba, 8)}, 64, 8, 8, 8);

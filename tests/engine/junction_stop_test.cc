@@ -1,6 +1,6 @@
-// The shared-prefix junction stop end to end (docs/semantics.md "Junction stop"; docs/semantics.md
-// §9.3, §11; vLLM HybridKVCacheCoordinator.find_longest_cache_hit ->
-// num_uncached_common_prefix_tokens, KVCacheManager.get_computed_blocks -> shared_prefix_boundary,
+// The shared-prefix junction stop end to end (docs/semantics.md §11.2 "Junction stop", §9.3; vLLM
+// HybridKVCacheCoordinator.find_longest_cache_hit -> num_uncached_common_prefix_tokens,
+// KVCacheManager.get_computed_blocks -> shared_prefix_boundary,
 // Scheduler._mamba_block_aligned_split): when full attention is cached further than any mamba
 // state, the prefill stops at the junction so that the state there is cached and the next request
 // sharing the prefix hits it.

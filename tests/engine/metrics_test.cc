@@ -5,6 +5,8 @@
 
 #include <random>
 
+#include "sim/sched/prefix_stats.h"
+
 namespace prefixsim {
 namespace {
 
@@ -29,8 +31,8 @@ TEST(LatencySummaryTest, NanosecondsToMilliseconds) {
   EXPECT_EQ(SummarizeLatencyNs({}).count, 0);
 }
 
-// Reference §12: re-admissions of preempted requests go to preempted_*; the rate uses only the
-// non-preempted fields.
+// docs/semantics.md §12: re-admissions of preempted requests go to preempted_*; the rate uses only
+// the non-preempted fields.
 TEST(PrefixCacheStatsTest, PreemptedLookupsAreSeparate) {
   PrefixCacheStats s;
   RecordPrefixLookup(&s, false, 1000, 512);
@@ -46,7 +48,7 @@ TEST(PrefixCacheStatsTest, PreemptedLookupsAreSeparate) {
   EXPECT_DOUBLE_EQ(PrefixCacheStats{}.hit_rate(), 0.0);
 }
 
-// Reference §12: CachingMetrics reports Σhits/Σqueries over the most recent requests.
+// docs/semantics.md §12: CachingMetrics reports Σhits/Σqueries over the most recent requests.
 TEST(HitRateWindowTest, KeepsOnlyTheLastRequests) {
   HitRateWindow w(2);
   w.Observe(100, 100);

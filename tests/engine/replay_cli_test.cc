@@ -138,8 +138,8 @@ TEST(ReplayCliTest, SharesTheTraceShapingFlagsOfAnalyze) {
   EXPECT_LT(j["requests"].get<int64_t>(), 400);  // the sample has 400 requests over more than 60 s
 }
 
-// Reference §10.2: a hybrid model publishes only up to the last S boundary. Under `old` the S of
-// 13,824 keeps computed tokens out of the cache that the 1536-token MLA group could have
+// docs/semantics.md §10.2: a hybrid model publishes only up to the last S boundary. Under `old` the
+// S of 13,824 keeps computed tokens out of the cache that the 1536-token MLA group could have
 // published; under `new` S equals the finest block and nothing is kept out.
 TEST(CompareCliTest, UnpublishedAlignmentTokensShowTheLcmCost) {
   const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_unpub.json";

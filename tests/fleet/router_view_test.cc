@@ -90,9 +90,7 @@ TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
   for (const PlanCase& c : Plans(/*num_blocks=*/128)) {
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       SCOPED_TRACE(c.name + " seed " + std::to_string(seed));
-      KvCacheOptions options;
-      options.check_invariants = true;
-      KvCacheManager kv(c.plan, options);
+      KvCacheManager kv(c.plan, testing_kv::Checked());
       kv::IndexMirror mirror(c.plan.num_blocks);
       kv::AttachIndexMirror(kv, &mirror);
       std::mt19937_64 rng(seed);

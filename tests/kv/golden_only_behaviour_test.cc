@@ -31,9 +31,8 @@ TEST(SlidingWindowSkippedTokensTest, BlocksOutsideTheWindowAreFreed) {
   // skipped = 3 blocks exactly; 23: 15 skipped = 3 blocks.
   for (const Case c : {Case{8, 0}, Case{12, 1}, Case{19, 2}, Case{20, 3}, Case{23, 3}}) {
     SCOPED_TRACE(c.computed);
-    KvCacheOptions options;
-    options.check_invariants = true;
-    KvCacheManager kv(Unitary(LayerKind::kSlidingWindow, 4, 64, /*window=*/9), options);
+    KvCacheManager kv(Unitary(LayerKind::kSlidingWindow, 4, 64, /*window=*/9),
+                      testing_kv::Checked());
     const Request r = Literal(1, Iota(40));
     kv.AddRequest(&r);
     ASSERT_TRUE(kv.AllocateSlots(1, 0, c.computed, 0, 0));

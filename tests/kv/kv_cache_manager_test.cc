@@ -511,8 +511,8 @@ TEST(KvCacheManagerDeathTest, StaleHitAborts) {
   EXPECT_EQ(m.GetComputedBlocks(2).hit_tokens, 0);
 }
 
-// Reference §10.2: a hybrid plan publishes only up to the last S boundary. With groups of 16 and
-// 24 tokens (S = 48, H = 8) the finest group could publish round_down(n, 16) tokens.
+// docs/semantics.md §10.2: a hybrid plan publishes only up to the last S boundary. With groups of
+// 16 and 24 tokens (S = 48, H = 8) the finest group could publish round_down(n, 16) tokens.
 TEST(KvCacheManagerTest, UnpublishedAlignmentTokensFollowTheCachingRule) {
   KvCacheManager hybrid(Plan(
       {Group(LayerKind::kFullAttention, 16), Group(LayerKind::kFullAttention, 24)}, 64, 48, 8, 48));
@@ -522,6 +522,30 @@ TEST(KvCacheManagerTest, UnpublishedAlignmentTokensFollowTheCachingRule) {
   EXPECT_EQ(hybrid.UnpublishedAlignmentTokens(95), 80 - 48);
   KvCacheManager unitary(Unitary(LayerKind::kFullAttention, 16, 64));
   EXPECT_EQ(unitary.UnpublishedAlignmentTokens(47), 0);
+}
+
+// docs/semantics.md §7: a prefix-cacheable group whose block size H does not divide leaves the
+// cache without lookups; the warning names the first such group, and the manager finds no hit.
+TEST(KvCacheManagerTest, PrefixCachingDisabledWarningNamesTheUnhashableGroup) {
+  KvPlan plan = Plan(
+      {Group(LayerKind::kFullAttention, 32), Group(LayerKind::kSlidingWindow, 48, /*window=*/64)},
+      /*num_blocks=*/64, /*s=*/96, /*h=*/32, /*a=*/96);
+  EXPECT_EQ(PrefixCachingDisabledWarning(plan),
+            "KvCacheManager: prefix caching disabled: group 1 block size 48 is not a multiple of "
+            "the hash block size 32");
+  KvCacheManager m(plan, Checked());
+  const Request first = Literal(1, Iota(200));
+  Prefill(m, first);
+  Finish(m, first);
+  const Request again = Literal(2, Iota(200));
+  EXPECT_EQ(Prefill(m, again).hit_tokens, 0);
+  EXPECT_EQ(m.counters().cached_blocks, 0);
+
+  plan.enable_prefix_caching = false;
+  EXPECT_EQ(PrefixCachingDisabledWarning(plan), "");
+  plan.enable_prefix_caching = true;
+  plan.hash_block_size = 16;
+  EXPECT_EQ(PrefixCachingDisabledWarning(plan), "");
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ int DtypeBytes(KvDtype dtype) {
   }
 }
 
-// Reference §2.1, written out here because LayerSpec::BytesPerToken lives in the lead's file.
+// docs/semantics.md §2.1, written out here because LayerSpec::BytesPerToken lives in the lead's
+// file.
 int64_t KvBytesPerToken(const LayerSpec& layer) {
   if (layer.kind == LayerKind::kMla) {
     return int64_t{layer.kv_lora_rank + layer.qk_rope_head_dim} * DtypeBytes(layer.kv_dtype);
@@ -218,7 +219,7 @@ TEST(HfConfigTest, GptOss20bAlternatesSlidingAndFull) {
   EXPECT_EQ(swa.sliding_window, 128);
   EXPECT_EQ(swa.num_kv_heads, 8);
   EXPECT_EQ(swa.head_size, 64);
-  // Reference §13.C: 2048 B/token for both kinds.
+  // docs/semantics.md §13.C: 2048 B/token for both kinds.
   EXPECT_EQ(KvBytesPerToken(swa), 2048);
   EXPECT_EQ(KvBytesPerToken(full), 2048);
   EXPECT_EQ(model.layers[0].kind, LayerKind::kSlidingWindow);  // layer 0 slides
@@ -404,7 +405,7 @@ TEST(HfConfigTest, Qwen3NextGatedDeltaNetStateAndFullAttention) {
   EXPECT_EQ(gdn.state_bytes, 1097728);  // 49,152 conv + 1,048,576 recurrent
   EXPECT_EQ(mtp.count, 1);
   EXPECT_EQ(KvBytesPerToken(mtp), 2048);
-  // Reference §4 cross-check: 16 × cdiv(1,097,728, 16 × 2048) = 544-token blocks on CUDA.
+  // docs/semantics.md §4 cross-check: 16 × cdiv(1,097,728, 16 × 2048) = 544-token blocks on CUDA.
   EXPECT_EQ(16 * ((gdn.state_bytes + 16 * 2048 - 1) / (16 * 2048)), 544);
 }
 

@@ -122,7 +122,7 @@ TEST(ParallelismTest, MambaHybridAtTp2SplitsStatesAndHeads) {
   EXPECT_EQ(full->num_kv_heads, 1);
   // The preset gives no num_heads: the even split is printed as an assumption.
   EXPECT_THAT(r->plan.warnings, ::testing::Contains(HasSubstr("assumed to split evenly")));
-  // Reference §4: the attention block is raised until its page holds the state:
+  // docs/semantics.md §4: the attention block is raised until its page holds the state:
   // k · cdiv(state, k · per_token) with k = 16 and per_token = 1 · 512 · 2.
   const int64_t per_token = 1 * 512 * 2;
   const int64_t block = 16 * ((state_tp2 + 16 * per_token - 1) / (16 * per_token));

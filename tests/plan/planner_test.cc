@@ -235,8 +235,8 @@ TEST(PlannerTest, NumGpuBlocksReplacesMemory) {
   EXPECT_EQ(plan.num_blocks, 100);
 }
 
-// Reference §1 / §6.4: vLLM applies num_gpu_blocks_override after its startup memory check, so a
-// small block count is never refused (requests that cannot fit are skipped as does_not_fit).
+// docs/semantics.md §1 / §6.4: vLLM applies num_gpu_blocks_override after its startup memory check,
+// so a small block count is never refused (requests that cannot fit are skipped as does_not_fit).
 TEST(PlannerTest, NumGpuBlocksSkipsTheStartupMemoryCheck) {
   EngineConfig engine = Engine("llama-3.1-8b");
   engine.num_gpu_blocks = 9;  // 8 usable blocks of 16 tokens < 4096 / 16
@@ -250,9 +250,9 @@ TEST(PlannerTest, NumGpuBlocksSkipsTheStartupMemoryCheck) {
   EXPECT_TRUE(CheckStartupMemory(*plan).ok());
 }
 
-// Reference §1 / §2.3 / §6.4: with kv_cache_bytes the check runs (null block subtracted) and its
-// failure is reported in the plan, not as a planning error; CheckStartupMemory turns it into
-// vLLM's startup error naming both numbers and the two remedies.
+// docs/semantics.md §1 / §2.3 / §6.4: with kv_cache_bytes the check runs (null block subtracted)
+// and its failure is reported in the plan, not as a planning error; CheckStartupMemory turns it
+// into vLLM's startup error naming both numbers and the two remedies.
 TEST(PlannerTest, TooLittleMemoryForOneRequestFailsTheStartupCheck) {
   EngineConfig engine = Engine("llama-3.1-8b");
   const int64_t bytes_per_block = 32 * 16 * 4096;  // 32 layers x 16 tokens x 4096 B/token

@@ -66,7 +66,7 @@ std::vector<CsvRow> ReadRequestsCsv(const std::string& text) {
 // replay_chat_llama_preempting.json, checked here without it).
 TEST(PreemptedReportTest, JsonPreemptedFiguresMatchTheRequestsCsv) {
   const std::string src = PREFIXSIM_SOURCE_DIR;
-  const std::string base = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_preempting";
+  const std::string base = ::prefixsim::testing::TempOutputPath("preempting");
   const auto r = RunCli("replay --trace " + src +
                         "/traces/sample_chat.jsonl --model llama-3.1-8b-layout --engine "
                         "llama-3.1-8b --policy new --num-gpu-blocks 400 --seed 3 --no-progress "

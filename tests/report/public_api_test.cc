@@ -29,7 +29,7 @@ constexpr char kModel[] = "kimi-k3-like";
 constexpr char kEngine[] = "kimi-k3-dspark";
 
 std::string Temp(const std::string& name) {
-  return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_public_api_" + name;
+  return ::prefixsim::testing::TempOutputPath("public_api_" + name);
 }
 
 // One replay through the public API only, as examples/embed/embed.cc does it.
