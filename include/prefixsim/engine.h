@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "prefixsim/engine_config.h"
 #include "prefixsim/kv_plan.h"
+#include "prefixsim/miss_causes.h"
 #include "prefixsim/model.h"
 #include "prefixsim/trace.h"
 
@@ -66,6 +67,9 @@ struct ReplayOptions {
   int64_t hit_rate_window_requests = 1000;
   // Use Request::accepted_lengths when a request carries them, whatever the acceptance model.
   bool use_trace_accepted_lengths = true;
+  // Split every admission's tokens into miss causes (ReplayResult::miss_causes,
+  // RequestRecord::miss; docs/design.md §7). Needs prefix caching.
+  bool attribute_misses = true;
   // Called about every `progress_interval_requests` arrivals, every 1024 steps and once at the
   // end (may be empty).
   std::function<void(const ReplayProgress&)> progress;
@@ -151,7 +155,8 @@ struct RequestRecord {
   int64_t first_token_ns = -1;
   int64_t finish_ns = -1;
   int32_t preemptions = 0;
-  int32_t replica = 0;  // the fleet replica that served it
+  int32_t replica = 0;   // the fleet replica that served it
+  MissAttribution miss;  // at the first admission (all zero if not admitted or not attributed)
   // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt", or
   // "interrupted" (still waiting or running when an interrupted replay stopped).
   std::string skipped;
@@ -243,6 +248,8 @@ struct ReplayResult {
   // of requests. Exact and small (losses are multiples of a block size); kept whether or not
   // per-request records are.
   std::map<int64_t, int64_t> lost_to_alignment_requests;
+  // Why admissions missed: their tokens split into causes (docs/design.md §7).
+  MissCauseStats miss_causes;
   int64_t evicted_blocks = 0;
   int64_t cached_blocks = 0;
   int64_t preemptions = 0;
@@ -292,6 +299,7 @@ struct ReplayResult {
     f("unpublished_alignment_tokens", &ReplayResult::unpublished_alignment_tokens, kSum);
     f("lost_to_alignment_tokens", &ReplayResult::lost_to_alignment_tokens, kSum);
     f("lost_to_alignment_requests", &ReplayResult::lost_to_alignment_requests, kSum);
+    f("miss_causes", &ReplayResult::miss_causes, kSum);
     f("evicted_blocks", &ReplayResult::evicted_blocks, kSum);
     f("cached_blocks", &ReplayResult::cached_blocks, kSum);
     f("preemptions", &ReplayResult::preemptions, kSum);

@@ -54,6 +54,9 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                   "stop a replay (exit 1) once a replica runs this many steps without finishing "
                   "a request (0 = never; default 2 x max_model_len + 10000)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-miss-causes", o->no_miss_causes,
+                "do not split each admission's tokens into miss causes (saves the attribution's "
+                "time and its per-prefix history)");
   cmd->add_flag("--no-fast-path", o->no_fast_path,
                 "run every KV cache call in full (the slow reference path; same results)");
 }

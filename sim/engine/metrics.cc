@@ -116,6 +116,10 @@ void MergeCounter(SpecDecodeStats* into, const SpecDecodeStats& from,
                   ReplayResult::CounterMerge /*sum*/) {
   into->Merge(from);
 }
+void MergeCounter(MissCauseStats* into, const MissCauseStats& from,
+                  ReplayResult::CounterMerge /*sum*/) {
+  into->Merge(from);
+}
 void MergeCounter(std::map<int64_t, int64_t>* into, const std::map<int64_t, int64_t>& from,
                   ReplayResult::CounterMerge /*sum*/) {
   for (const auto& [key, n] : from) (*into)[key] += n;

@@ -59,7 +59,8 @@ absl::Status Simulator::ThrashingError() const {
 
 absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
     const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-    const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records) {
+    const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records,
+    kv::ComputeHistory* history) {
   if (plan.num_blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV plan has ", plan.num_blocks, " blocks; the engine needs at least 2 (null + 1)"));
@@ -86,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   kv_options.max_model_len = engine.max_model_len;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   kv::SetFastPath(*sim->kv_, tuning.kv_fast_path);
+  if (options.attribute_misses) kv::EnableMissAttribution(*sim->kv_, history, replica);
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
   if (sim->num_spec_tokens_ > 0) sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
   return sim;
@@ -103,7 +105,8 @@ void Simulator::Skip(const Request& request, const char* reason) {
   }
 }
 
-void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/) {
+void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/,
+                      const kv::ArrivalSighting& sighting) {
   ReplayResult& result = totals_.counters;
   result.requests += 1;
   // vLLM rejects an empty prompt or one longer than max_model_len at input processing; a prompt
@@ -121,6 +124,7 @@ void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/) {
   auto sim = std::make_unique<SimRequest>();
   sim->num_tokens = request->prompt_tokens;
   sim->prompt_tokens = request->prompt_tokens;
+  sim->sighting = sighting;
   if (options_.use_trace_accepted_lengths) {
     PREFIXSIM_CHECK(request->accepted_lengths.size() < static_cast<size_t>(INT32_MAX));
     sim->num_trace_accepted = static_cast<int32_t>(request->accepted_lengths.size());
@@ -284,6 +288,7 @@ void Simulator::Finish(SimRequest* r) {
     rec.hit_tokens = std::max<int64_t>(r->first_hit_tokens, 0);
     rec.alignment_loss_tokens = r->first_alignment_loss;
     rec.lost_to_alignment_tokens = r->first_lost_to_alignment;
+    rec.miss = r->first_miss;
     rec.first_token_ns = r->first_token_ns;
     rec.finish_ns = r->finish_ns;
     rec.preemptions = r->num_preemptions;
@@ -330,6 +335,7 @@ void Simulator::Interrupt() {
         rec.hit_tokens = req->first_hit_tokens;
         rec.alignment_loss_tokens = req->first_alignment_loss;
         rec.lost_to_alignment_tokens = req->first_lost_to_alignment;
+        rec.miss = req->first_miss;
       }
       records_->Final(req->record_index);
     }
@@ -346,6 +352,7 @@ ReplicaTotals Simulator::TakeTotals() {
   r.alignment_loss_tokens = c.alignment_loss_tokens;
   r.preempted_alignment_loss_tokens = c.preempted_alignment_loss_tokens;
   r.lost_to_alignment_tokens = c.lost_to_alignment_tokens;
+  r.miss_causes = c.miss_causes;
   r.preemptions = c.preemptions;
   r.evicted_blocks = kv_->counters().evicted_blocks;
   r.cached_blocks = kv_->counters().cached_blocks;

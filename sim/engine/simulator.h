@@ -17,6 +17,8 @@
 #include "sim/engine/metrics.h"
 #include "sim/engine/replay_tuning.h"
 #include "sim/engine/request_log.h"
+#include "sim/kv/compute_history.h"
+#include "sim/kv/miss_attribution.h"
 #include "sim/sched/scheduler.h"
 #include "sim/spec/acceptance_model.h"
 
@@ -35,14 +37,19 @@ class Simulator {
  public:
   // Builds replica `replica` of the engine: KV manager, scheduler, acceptance and cost models.
   // `records` (may be null) receives one RequestRecord per request this replica is given, shared
-  // with the other replicas in arrival order; each is marked final when the request ends. Errors
+  // with the other replicas in arrival order; each is marked final when the request ends.
+  // `history`: the fleet's ComputeHistory for miss attribution (null: the replica keeps its own,
+  // as a single engine does). Errors
   // for a bad acceptance or cost-model configuration.
   static absl::StatusOr<std::unique_ptr<Simulator>> Create(
       const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-      const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records);
+      const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records,
+      kv::ComputeHistory* history = nullptr);
 
-  // A request arrives at `now`: it joins the waiting queue, or is skipped and counted.
-  void Admit(std::unique_ptr<Request> request, int64_t now);
+  // A request arrives at `now`: it joins the waiting queue, or is skipped and counted. `sighting`:
+  // what the fleet's other replicas held then (miss attribution).
+  void Admit(std::unique_ptr<Request> request, int64_t now,
+             const kv::ArrivalSighting& sighting = {});
   // Starts the next step at `now`. Returns its duration (> 0), or 0 when there is nothing to
   // run. REQUIRES: !busy(). FailedPrecondition when the engine cannot make progress.
   absl::StatusOr<int64_t> StartStep(int64_t now);

@@ -39,9 +39,14 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   config.verify_index = options.check_invariants;
   PREFIXSIM_ASSIGN_OR_RETURN(fleet->router_, NewRouter(engine.fleet.router, config));
   RequestLog* records = options.record_requests || options.record_sink ? &fleet->records_ : nullptr;
+  if (options.attribute_misses && replicas > 1) {
+    fleet->history_ = std::make_unique<kv::ComputeHistory>(replicas);
+  }
   for (int r = 0; r < replicas; ++r) {
-    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<Simulator> sim,
-                               Simulator::Create(plan, model, engine, options, tuning, r, records));
+    PREFIXSIM_ASSIGN_OR_RETURN(
+        std::unique_ptr<Simulator> sim,
+        Simulator::Create(plan, model, engine, options, tuning, r, records, fleet->history_.get()));
+    fleet->kv_caches_.push_back(&sim->kv());
     fleet->replicas_.push_back(std::move(sim));
   }
   fleet->view_ = std::make_unique<FleetView>(&fleet->replicas_);
@@ -105,7 +110,11 @@ absl::Status Fleet::HandleArrivals(TraceReader& trace) {
     requests_read_ += 1;
     const int r = replicas_.size() == 1 ? 0 : router_->Route(*pending_, *view_);
     PREFIXSIM_CHECK(r >= 0 && r < static_cast<int>(replicas_.size()));
-    replicas_[r]->Admit(std::move(pending_), now);
+    kv::ArrivalSighting sighting;
+    if (history_) {
+      sighting = kv::SightAtArrival(*history_, kv_caches_, r, *pending_, &sighting_hashes_);
+    }
+    replicas_[r]->Admit(std::move(pending_), now, sighting);
     touched_[r] = 1;
     PREFIXSIM_RETURN_IF_ERROR(ReadNext(trace));
   }

@@ -15,6 +15,8 @@
 #include "sim/engine/replay_tuning.h"
 #include "sim/engine/simulator.h"
 #include "sim/fleet/router.h"
+#include "sim/kv/block_hasher.h"
+#include "sim/kv/compute_history.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -58,6 +60,10 @@ class Fleet {
   std::vector<std::unique_ptr<Simulator>> replicas_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<FleetView> view_;
+  // Miss attribution over the replicas (null for one replica or with attribution off).
+  std::unique_ptr<kv::ComputeHistory> history_;
+  std::vector<KvCacheManager*> kv_caches_;
+  std::vector<kv::HashPair> sighting_hashes_;
   EventQueue<Event> events_;
   RequestLog records_;
 

@@ -300,6 +300,7 @@ const std::vector<std::string>& KnownMetricPaths() {
     f.per_replica.resize(1);
     f.probes.resize(1);
     r.fleet = f;
+    r.miss_causes.enabled = true;
     ReportOptions options;
     options.include_wall_time = false;
     Json flat = Json::object();

@@ -122,10 +122,12 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
 int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const HashPair* fine,
                                                 int64_t num_fine, int64_t max_hit,
                                                 int64_t alignment, std::vector<BlockId>* out,
-                                                int64_t* uncached_common_prefix) {
+                                                int64_t* uncached_common_prefix,
+                                                int* limiting_group) {
   if (uncached_common_prefix != nullptr) *uncached_common_prefix = 0;
   for (int g = 0; g < num_groups(); ++g) out[g].clear();
   if (max_hit <= 0 || spec_groups_.empty()) return 0;
+  if (limiting_group != nullptr) *limiting_group = spec_groups_[0].gids[0];
   const size_t nsg = spec_groups_.size();
   // Whole blocks only: a hit starts with full attention's first block (left to right, §9.2), so
   // without it there is none; most lookups of a router's replicas end here.
@@ -151,6 +153,7 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
   // The longest hit a single spec-group's lookup returned (vLLM's longest_hit_length): full
   // attention's own answer before the other groups cut it, typically.
   int64_t longest = 0;
+  bool first_pass = true;
   while (true) {
     int64_t cur = hit;
     for (size_t s = 0; s < nsg; ++s) {
@@ -169,6 +172,7 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
       }
       const int64_t h = sg.manager->FindLongestHit(index, fine, num_fine, limit, alignment, drop,
                                                    sg.gids, scratch_[s].data());
+      if (first_pass && h < cur && limiting_group != nullptr) *limiting_group = sg.gids[0];
       if (drop) {
         sg_eagle_ok_[s] = 1;
       } else if (h < cur) {
@@ -179,6 +183,7 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
       sg_hit_[s] = h;
       longest = std::max(longest, h);
     }
+    first_pass = false;
     if (cur >= hit) break;
     hit = cur;
     if (nsg == 2 && spec_groups_[0].full_attention) break;  // "simple hybrid": one pass

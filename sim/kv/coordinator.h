@@ -51,9 +51,13 @@ class KvCacheCoordinator {
   // requests computed but that a lagging group (a mamba state, a sliding window) never cached at
   // its end. vLLM's num_uncached_common_prefix_tokens (docs/semantics.md §9.3, docs/semantics.md
   // "Junction stop"); 0 for unitary plans.
+  // With `limiting_group`, also the group whose own lookup came back shortest in the first pass
+  // (the first group of its spec-group; the earlier one on a tie): what broke the chain
+  // (miss_attribution.h).
   int64_t FindLongestCacheHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                               int64_t max_hit, int64_t alignment, std::vector<BlockId>* out,
-                              int64_t* uncached_common_prefix = nullptr);
+                              int64_t* uncached_common_prefix = nullptr,
+                              int* limiting_group = nullptr);
   // The group a hybrid-unaware router would watch: the first prefix-cacheable full-attention
   // group (else the first prefix-cacheable one), or -1.
   int primary_group() const { return spec_groups_.empty() ? -1 : spec_groups_[0].gids[0]; }

@@ -13,10 +13,12 @@
 #include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
+#include "sim/kv/compute_history.h"
 #include "sim/kv/coordinator.h"
 #include "sim/kv/fast_path.h"
 #include "sim/kv/index_mirror.h"
 #include "sim/kv/kv_cache_manager_access.h"
+#include "sim/kv/miss_attribution.h"
 #include "sim/kv/quiet_ranges.h"
 #include "sim/kv/routing.h"
 #include "sim/kv/shadow_index.h"
@@ -64,6 +66,13 @@ struct KvCacheManager::Rep {
     int64_t pending_hit = 0;
     std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
     int64_t shadow_held = 0;  // U-blocks [0, shadow_held) held in the shadow index
+    // Miss attribution: the U-blocks [in_flight_from, in_flight_to) this request still has to
+    // compute, counted in in_flight_; and what the last lookup saw.
+    int64_t in_flight_from = 0;
+    int64_t in_flight_to = 0;
+    int64_t fine_hit = 0;      // the lookup at H (hit + alignment loss)
+    int64_t shadow_alive = 0;  // leading U-blocks alive in the shadow
+    int limiting_group = 0;    // FindLongestCacheHit's limiting_group
   };
 
   Rep(const KvPlan& plan, const KvCacheOptions& options)
@@ -76,15 +85,15 @@ struct KvCacheManager::Rep {
                plan.partial_hits ? coord_.hash_block_size() : int64_t{0},
                options.num_reprefillable_tokens) {
     fine_scratch_.resize(coord_.num_groups());
-    if (caching_) MakeShadow();
+    if (caching_) MakeShadow(/*always=*/false);
     for (const KvGroup& g : plan.groups) {
       if (g.kind == LayerKind::kMamba) mamba_block_size_ = g.block_size;
     }
   }
 
-  // The shadow index (shadow_index.h) runs only when A is coarser than the finest
-  // prefix-cacheable group block: otherwise nothing is lost to the alignment.
-  void MakeShadow() {
+  // The shadow index (shadow_index.h) runs when A is coarser than the finest prefix-cacheable
+  // group block (otherwise nothing is lost to the alignment), or `always` for miss attribution.
+  void MakeShadow(bool always) {
     int64_t unit = coord_.hit_alignment();
     bool eagle = false;
     for (int g = 0; g < coord_.num_groups(); ++g) {
@@ -93,9 +102,25 @@ struct KvCacheManager::Rep {
       unit = std::min(unit, m.block_size());
       eagle = eagle || m.spec().is_eagle_group;
     }
-    if (unit < coord_.hit_alignment()) {
+    shadow_counts_loss_ = unit < coord_.hit_alignment();
+    if (shadow_counts_loss_ || always) {
       shadow_ = std::make_unique<kv::ShadowIndex>(&pool_, unit, coord_.hash_block_size(), eagle);
     }
+  }
+
+  void EnableMissAttribution(kv::ComputeHistory* history, int replica) {
+    PREFIXSIM_CHECK(index_.empty());
+    if (!caching_) return;
+    attribution_ = true;
+    if (!shadow_) MakeShadow(/*always=*/true);
+    if (history == nullptr) {
+      own_history_ = std::make_unique<kv::ComputeHistory>(1);
+      history = own_history_.get();
+      replica = 0;
+    }
+    PREFIXSIM_CHECK(replica >= 0 && replica < history->num_replicas());
+    history_ = history;
+    replica_ = replica;
   }
 
   KvRequestHandle HandleOf(uint64_t id) const {
@@ -160,6 +185,7 @@ struct KvCacheManager::Rep {
     st.pending_hit = 0;
     st.quiet_valid = false;
     st.shadow_held = 0;
+    st.in_flight_from = st.in_flight_to = 0;
     st.prev_verified_end = 0;
     st.prev_had_drafts = false;
     return KvRequestHandle{slot};
@@ -201,7 +227,8 @@ struct KvCacheManager::Rep {
     const int64_t a = coord_.hit_alignment();
     int64_t uncached_common_prefix = 0;
     result.hit_tokens = coord_.FindLongestCacheHit(pool_.hit_index(), fine, nf, max_hit, a,
-                                                   st.pending.data(), &uncached_common_prefix);
+                                                   st.pending.data(), &uncached_common_prefix,
+                                                   attribution_ ? &st.limiting_group : nullptr);
     if (uncached_common_prefix > 0) {
       result.shared_prefix_boundary = result.hit_tokens + uncached_common_prefix;
     }
@@ -213,9 +240,13 @@ struct KvCacheManager::Rep {
     }
     if (shadow_) {
       // What the same cache would give if it published every U-block and never rounded to S.
-      const int64_t shadow_hit = shadow_->Lookup(fine, nf, max_hit);
-      result.lost_to_alignment_tokens = std::max<int64_t>(0, shadow_hit - result.hit_tokens);
+      st.shadow_alive = shadow_->AliveBlocks(fine, nf, max_hit / shadow_->unit());
+      const int64_t shadow_hit = ShadowHit(st.shadow_alive);
+      if (shadow_counts_loss_) {
+        result.lost_to_alignment_tokens = std::max<int64_t>(0, shadow_hit - result.hit_tokens);
+      }
     }
+    st.fine_hit = result.hit_tokens + result.alignment_loss_tokens;
     st.has_pending = result.hit_tokens > 0;
     st.pending_hit = result.hit_tokens;
     if (!st.has_pending) {
@@ -349,6 +380,7 @@ struct KvCacheManager::Rep {
     // All-or-nothing: the step took no more blocks than it reserved.
     PREFIXSIM_CHECK(free_before - pool_.num_free() <= num_blocks_to_allocate);
     if (caching_) CacheComputedBlocks(st, c);
+    if (attribution_ && num_computed_tokens == 0) RegisterInFlight(st);
     if (snapshot) CheckUnchanged(st, *snapshot);
     st.quiet_valid = !use_hit && fast_path_;
     if (st.quiet_valid) st.quiet_ranges = quiet_.Around(c);
@@ -430,8 +462,10 @@ struct KvCacheManager::Rep {
     const int64_t n = c.num_tokens_to_cache;
     if (shadow_) {
       EnsureHashes(st, shadow_->FineChunksFor(n));
+      const int64_t held_before = st.shadow_held;
       shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
                     &st.shadow_held);
+      if (attribution_) NoteComputed(st, held_before, st.shadow_held);
     }
     const int64_t limit = coord_.MaxCacheLimit(n);
     if (limit <= 0) return;
@@ -489,11 +523,123 @@ struct KvCacheManager::Rep {
     st.quiet_valid = false;
     st.prev_verified_end = 0;
     st.prev_had_drafts = false;
+    const int64_t clock_before_free = pool_.free_clock();
     coord_.FreeAll(st.groups.data());
-    if (shadow_) shadow_->Release(st.hashes.data(), &st.shadow_held);
+    if (attribution_) DropInFlight(st);
+    if (shadow_) shadow_->Release(st.hashes.data(), &st.shadow_held, clock_before_free);
     st.has_pending = false;
     for (auto& p : st.pending) p.clear();
     if (options_.check_invariants) CheckInvariants();
+  }
+
+  int64_t ShadowHit(int64_t alive_blocks) const {
+    if (shadow_->drop_eagle() && alive_blocks > 0) --alive_blocks;
+    return alive_blocks * shadow_->unit();
+  }
+
+  // The request computed (or took as a hit) its U-blocks [from, to): this replica has computed
+  // them, and they are no longer in flight.
+  void NoteComputed(RequestState& st, int64_t from, int64_t to) {
+    for (int64_t j = from; j < to; ++j) {
+      const uint64_t hash = shadow_->BlockHash(st.hashes.data(), j).hash;
+      history_->Record(hash, replica_);
+      if (j >= st.in_flight_from && j < st.in_flight_to) LeaveInFlight(hash);
+    }
+    st.in_flight_from = std::max(st.in_flight_from, std::min(to, st.in_flight_to));
+  }
+  // At admission: the prompt's full U-blocks the request has not computed yet are in flight
+  // until it computes them or frees its blocks.
+  void RegisterInFlight(RequestState& st) {
+    DropInFlight(st);
+    const int64_t end = st.num_tokens / shadow_->unit();
+    EnsureHashes(st, shadow_->FineChunksFor(st.num_tokens));
+    st.in_flight_from = st.shadow_held;
+    st.in_flight_to = std::max(st.in_flight_from,
+                               std::min(end, static_cast<int64_t>(st.hashes.size()) /
+                                                 (shadow_->unit() / coord_.hash_block_size())));
+    for (int64_t j = st.in_flight_from; j < st.in_flight_to; ++j) {
+      ++in_flight_[shadow_->BlockHash(st.hashes.data(), j).hash];
+    }
+  }
+  void DropInFlight(RequestState& st) {
+    for (int64_t j = st.in_flight_from; j < st.in_flight_to; ++j) {
+      LeaveInFlight(shadow_->BlockHash(st.hashes.data(), j).hash);
+    }
+    st.in_flight_from = st.in_flight_to = 0;
+  }
+  void LeaveInFlight(uint64_t hash) {
+    auto it = in_flight_.find(hash);
+    PREFIXSIM_CHECK(it != in_flight_.end() && it->second > 0);
+    if (--it->second == 0) in_flight_.erase(it);
+  }
+
+  // miss_attribution.h: the thresholds below are prefix lengths in tokens, each at least the
+  // previous one and at most `cap`; each cause takes the tokens between its threshold and the
+  // previous one, so the causes add up to num_tokens by construction.
+  MissAttribution AttributeMiss(KvRequestHandle h, const PrefixHit& hit,
+                                const kv::ArrivalSighting& sighting) {
+    PREFIXSIM_CHECK(attribution_);
+    RequestState& st = State(h);
+    const int64_t num_tokens = st.num_tokens;
+    const int64_t unit = shadow_->unit();
+    const int64_t drop = shadow_->drop_eagle() ? unit : 0;
+    const int64_t max_blocks = num_tokens > 0 ? (num_tokens - 1) / unit : 0;
+    const int64_t h_tokens = hit.hit_tokens;
+    const int64_t cap = std::max(h_tokens, max_blocks * unit - drop);
+    // A prefix of b U-blocks known to some oracle could at best hit b blocks less the drop.
+    auto usable = [&](int64_t tokens) {
+      return std::clamp<int64_t>(tokens > 0 ? tokens - drop : 0, 0, cap);
+    };
+    const kv::HashPair* fine = st.hashes.data();
+    const int64_t num_fine = static_cast<int64_t>(st.hashes.size());
+    const int64_t walk_limit = std::min(max_blocks, num_fine / (unit / coord_.hash_block_size()));
+    const int64_t alive = std::min(st.shadow_alive, walk_limit);
+    int64_t pending = alive;  // alive, then in flight
+    while (pending < walk_limit && in_flight_.contains(shadow_->BlockHash(fine, pending).hash)) {
+      ++pending;
+    }
+    int64_t computed_here = alive;  // alive implies computed here
+    while (computed_here < walk_limit &&
+           history_->ComputedBy(shadow_->BlockHash(fine, computed_here).hash, replica_)) {
+      ++computed_here;
+    }
+    int64_t t[7];
+    t[0] = h_tokens;
+    t[1] = std::max(t[0], std::min(st.fine_hit, cap));
+    t[2] = std::max(t[1], std::min(ShadowHit(alive), cap));
+    t[3] = std::max(t[2], usable(pending * unit));
+    t[4] = std::max(t[3], usable(computed_here * unit));
+    t[5] = std::max(t[4], usable(sighting.elsewhere_tokens));
+    t[6] = std::max(t[5], usable(sighting.fleet_known_tokens));
+    MissAttribution m;
+    m.tokens[static_cast<int>(MissCause::kHit)] = t[0];
+    m.tokens[static_cast<int>(MissCause::kAlignment)] = t[1] - t[0];
+    m.tokens[static_cast<int>(MissCause::kNotCheckpointed)] = t[2] - t[1];
+    m.tokens[static_cast<int>(MissCause::kInFlight)] = t[3] - t[2];
+    m.tokens[static_cast<int>(MissCause::kEvicted)] = (t[4] - t[3]) + (t[6] - t[5]);
+    m.tokens[static_cast<int>(MissCause::kElsewhere)] = t[5] - t[4];
+    m.tokens[static_cast<int>(MissCause::kCompulsory)] = cap - t[6];
+    m.tokens[static_cast<int>(MissCause::kTail)] = num_tokens - cap;
+    m.evicted_on_other_replicas = t[6] - t[5];
+    m.evicted_by = BreakerOf(st.limiting_group);
+    if (t[5] > t[4]) m.elsewhere_replica = sighting.elsewhere_replica;
+    PREFIXSIM_CHECK(m.total() == num_tokens);
+    return m;
+  }
+  EvictionBreaker BreakerOf(int group) const {
+    switch (plan_.groups[group].kind) {
+      case LayerKind::kFullAttention:
+        return EvictionBreaker::kFullAttention;
+      case LayerKind::kMla:
+        return EvictionBreaker::kMla;
+      case LayerKind::kSlidingWindow:
+        return EvictionBreaker::kSlidingWindow;
+      case LayerKind::kChunkedLocal:
+        return EvictionBreaker::kChunkedLocal;
+      case LayerKind::kMamba:
+        return EvictionBreaker::kMamba;
+    }
+    return EvictionBreaker::kFullAttention;
   }
 
   // Invariants: the pool's own (queue links, every block exactly one of free / cached-free /
@@ -539,6 +685,15 @@ struct KvCacheManager::Rep {
   std::vector<uint32_t> free_slots_;
   std::vector<std::vector<BlockId>> fine_scratch_;
   std::unique_ptr<kv::ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
+  bool shadow_counts_loss_ = false;          // U < A: lost_to_alignment_tokens is reported
+  // Miss attribution (miss_attribution.h): on or off, the fleet's history (or own_history_ for a
+  // single engine), this replica's index in it, and the running requests' uncomputed U-blocks
+  // (hash -> requests).
+  bool attribution_ = false;
+  std::unique_ptr<kv::ComputeHistory> own_history_;
+  kv::ComputeHistory* history_ = nullptr;
+  int replica_ = 0;
+  absl::flat_hash_map<uint64_t, int32_t> in_flight_;
   std::vector<char> cow_;
   mutable KvCacheCounters counters_;
 };
@@ -665,6 +820,57 @@ int64_t PeekPrimaryOverlap(const KvCacheManager& manager, const Request& request
 void AttachIndexMirror(KvCacheManager& manager, IndexMirror* mirror) {
   BlockPool& pool = KvCacheManagerAccess::Get(manager).pool_;
   pool.set_listener(mirror, mirror != nullptr ? &mirror->index() : nullptr);
+}
+
+void EnableMissAttribution(KvCacheManager& manager, ComputeHistory* history, int replica) {
+  KvCacheManagerAccess::Get(manager).EnableMissAttribution(history, replica);
+}
+
+bool MissAttributionEnabled(const KvCacheManager& manager) {
+  return KvCacheManagerAccess::Get(manager).attribution_;
+}
+
+ArrivalSighting SightAtArrival(const ComputeHistory& history,
+                               const std::vector<KvCacheManager*>& replicas, int chosen,
+                               const Request& request, std::vector<HashPair>* hashes) {
+  ArrivalSighting sight;
+  const KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(*replicas[chosen]);
+  if (!m.attribution_ || replicas.size() < 2 || request.prompt_tokens <= 1) return sight;
+  HashPrompt(*replicas[chosen], request, hashes);
+  const ShadowIndex& shadow = *m.shadow_;
+  const int64_t unit = shadow.unit();
+  const int64_t limit =
+      std::min((request.prompt_tokens - 1) / unit,
+               static_cast<int64_t>(hashes->size()) / (unit / m.coord_.hash_block_size()));
+  int64_t known = 0;
+  while (known < limit && history.ComputedByAny(shadow.BlockHash(hashes->data(), known).hash)) {
+    ++known;
+  }
+  sight.fleet_known_tokens = known * unit;
+  int64_t here = 0;
+  while (here < known && history.ComputedBy(shadow.BlockHash(hashes->data(), here).hash, chosen)) {
+    ++here;
+  }
+  if (here >= known) return sight;
+  // Only a replica that computed the block where the chosen one's history ends can hold more.
+  int64_t best = 0;
+  history.ForEachReplica(shadow.BlockHash(hashes->data(), here).hash, [&](int r) {
+    if (r == chosen) return;
+    const KvCacheManagerAccess::Rep& other = KvCacheManagerAccess::Get(*replicas[r]);
+    const int64_t alive =
+        other.shadow_->AliveBlocks(hashes->data(), static_cast<int64_t>(hashes->size()), limit);
+    if (alive > best) {
+      best = alive;
+      sight.elsewhere_replica = r;
+    }
+  });
+  sight.elsewhere_tokens = best * unit;
+  return sight;
+}
+
+MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
+                              const PrefixHit& hit, const ArrivalSighting& sighting) {
+  return KvCacheManagerAccess::Get(manager).AttributeMiss(request, hit, sighting);
 }
 
 }  // namespace kv

@@ -18,15 +18,20 @@ ShadowIndex::ShadowIndex(const BlockPool* pool, int64_t unit, int64_t hash_block
 }
 
 int64_t ShadowIndex::Lookup(const HashPair* fine, int64_t num_fine, int64_t max_hit) const {
-  const int64_t limit = std::min(max_hit / unit_, num_fine / ratio_);
+  int64_t j = AliveBlocks(fine, num_fine, max_hit / unit_);
+  if (drop_eagle_ && j > 0) --j;
+  return j * unit_;
+}
+
+int64_t ShadowIndex::AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t max_blocks) const {
+  const int64_t limit = std::min(max_blocks, num_fine / ratio_);
   int64_t j = 0;
   for (; j < limit; ++j) {
     const HashPair& h = BlockHash(fine, j);
     auto it = map_.find(h.hash);
     if (it == map_.end() || it->second.check != h.check || !Alive(it->second)) break;
   }
-  if (drop_eagle_ && j > 0) --j;
-  return j * unit_;
+  return j;
 }
 
 void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t* held) {
@@ -48,12 +53,23 @@ void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_block
   MaybeSweep();
 }
 
-void ShadowIndex::Release(const HashPair* fine, int64_t* held) {
-  const int64_t stamp = pool_->free_clock();
-  for (int64_t j = 0; j < *held; ++j) {
+void ShadowIndex::Release(const HashPair* fine, int64_t* held, int64_t clock_before_free) {
+  // The request's own cached blocks, freed just now tail first, got the stamps
+  // (clock_before_free, clock]: its shadow blocks take stamps spread over the same range in the
+  // same order (the tail oldest, the first block newest), so each lives as long as the real
+  // block freed with it; with one group and every block published that is exact. A request
+  // that published nothing gets the stamp the next freed cached block will get: its shadow
+  // blocks are younger than every block freed before and die when that one is evicted.
+  const int64_t clock = pool_->free_clock();
+  const int64_t freed = clock - clock_before_free;
+  const int64_t n = *held;
+  for (int64_t j = 0; j < n; ++j) {
     auto it = map_.find(BlockHash(fine, j).hash);
     PREFIXSIM_CHECK(it != map_.end() && it->second.refs > 0);
-    if (--it->second.refs == 0) it->second.stamp = stamp;
+    if (--it->second.refs > 0) continue;
+    it->second.stamp = freed > 0
+                           ? clock_before_free + std::max<int64_t>(1, ((n - j) * freed + n - 1) / n)
+                           : clock + 1;
   }
   *held = 0;
 }

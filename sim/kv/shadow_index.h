@@ -37,13 +37,21 @@ class ShadowIndex {
   // The longest alive prefix, in tokens, of at most max_hit tokens (a multiple of U), less one
   // U-block with drop_eagle. `fine` holds num_fine H-chunk hashes of the request.
   int64_t Lookup(const HashPair* fine, int64_t num_fine, int64_t max_hit) const;
+  // The number of leading U-blocks alive, at most max_blocks (no EAGLE drop).
+  int64_t AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t max_blocks) const;
+  bool drop_eagle() const { return drop_eagle_; }
+  // The hash naming U-block j: the fine hash at its end.
+  const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
+    return fine[(j + 1) * ratio_ - 1];
+  }
 
   // The request now holds its U-blocks [0, num_blocks): takes a reference on blocks
   // [*held, num_blocks) (publishing new ones) and advances *held. Stops at a hash collision.
   void Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t* held);
   // Drops the request's references on its blocks [0, *held) and sets *held = 0; entries whose
-  // last holder leaves take the pool's current free clock.
-  void Release(const HashPair* fine, int64_t* held);
+  // last holder leaves take the stamp of a real block freed now (see Release in shadow_index.cc).
+  // `clock_before_free`: the pool's free clock before the request's real blocks were freed.
+  void Release(const HashPair* fine, int64_t* held, int64_t clock_before_free);
 
   int64_t size() const { return static_cast<int64_t>(map_.size()); }
   int64_t collisions() const { return collisions_; }
@@ -54,9 +62,6 @@ class ShadowIndex {
     int32_t refs = 0;
     int64_t stamp = 0;  // free clock when the last holder released it
   };
-  const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
-    return fine[(j + 1) * ratio_ - 1];
-  }
   bool Alive(const Entry& e) const { return e.refs > 0 || e.stamp > pool_->eviction_horizon(); }
   // Drops dead entries once the map has doubled since the last sweep (amortized O(1)).
   void MaybeSweep();

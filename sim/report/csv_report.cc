@@ -8,12 +8,28 @@ std::string Ms(int64_t ns) {
   return ns < 0 ? "" : absl::StrFormat("%.3f", static_cast<double>(ns) / 1e6);
 }
 
+// The miss-cause columns, after the others: the main cause, then tokens per cause but the hit
+// (hit_tokens has it).
+void WriteMissHeader(std::ostream& out) {
+  out << ",miss_cause";
+  for (int c = 1; c < kNumMissCauses; ++c) {
+    out << "," << MissCauseName(static_cast<MissCause>(c)) << "_tokens";
+  }
+}
+
+void WriteMissColumns(const MissAttribution& m, std::ostream& out) {
+  const bool attributed = m.total() > 0;
+  out << "," << (attributed ? MissCauseName(m.main_cause()) : "");
+  for (int c = 1; c < kNumMissCauses; ++c) out << "," << m.tokens[c];
+}
+
 }  // namespace
 
 void WriteRequestsCsvHeader(bool fleet, std::ostream& out) {
   out << "id,arrival_s,prompt_tokens,output_tokens,hit_tokens,alignment_loss_tokens,"
-         "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,skipped"
-      << (fleet ? ",replica\n" : "\n");
+         "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,skipped";
+  WriteMissHeader(out);
+  out << (fleet ? ",replica\n" : "\n");
 }
 
 void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
@@ -23,6 +39,7 @@ void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
                          r.hit_tokens, r.alignment_loss_tokens, r.lost_to_alignment_tokens,
                          served ? Ms(r.first_token_ns - r.arrival_ns) : "",
                          served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
+  WriteMissColumns(r.miss, out);
   if (fleet) out << "," << r.replica;
   out << "\n";
 }

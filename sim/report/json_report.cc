@@ -49,6 +49,24 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
   return j;
 }
 
+nlohmann::ordered_json MissTotalsJson(const MissCauseStats::Totals& t) {
+  nlohmann::ordered_json tokens, requests, evicted_by;
+  for (int c = 0; c < kNumMissCauses; ++c) {
+    const std::string name(MissCauseName(static_cast<MissCause>(c)));
+    tokens[name] = t.tokens[c];
+    requests[name] = t.requests[c];
+  }
+  for (int b = 0; b < kNumEvictionBreakers; ++b) {
+    evicted_by[std::string(EvictionBreakerName(static_cast<EvictionBreaker>(b)))] =
+        t.evicted_tokens_by[b];
+  }
+  return {{"admissions", t.admissions},
+          {"tokens", t.total_tokens()},
+          {"tokens_by_cause", tokens},
+          {"requests_by_cause", requests},
+          {"evicted_tokens_by_breaker", evicted_by}};
+}
+
 // The per-request distribution over served requests (first admission); nearest-rank
 // percentiles of the exact counts.
 nlohmann::ordered_json LostToAlignmentJson(const ReplayResult& r) {
@@ -141,6 +159,10 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
   j["lost_to_alignment_fraction"] =
       pc.queries > 0 ? static_cast<double>(r.lost_to_alignment_tokens) / pc.queries : 0.0;
   j["lost_to_alignment_per_request"] = LostToAlignmentJson(r);
+  if (r.miss_causes.enabled) {
+    j["miss_causes"] = {{"first_admissions", MissTotalsJson(r.miss_causes.first)},
+                        {"preempted_admissions", MissTotalsJson(r.miss_causes.preempted)}};
+  }
   j["evicted_blocks"] = r.evicted_blocks;
   j["cached_blocks"] = r.cached_blocks;
   j["preemptions"] = r.preemptions;

@@ -46,6 +46,35 @@ std::string FleetSection(const FleetSummary& f, const std::string& policy = "") 
   return s;
 }
 
+// The admissions' tokens by miss cause (docs/design.md §7), first admissions and, if any,
+// re-admissions after a preemption.
+std::string MissCauseSection(const MissCauseStats& m) {
+  std::string s;
+  auto table = [&s](const char* title, const MissCauseStats::Totals& t) {
+    absl::StrAppendFormat(&s, "%s (%d admissions, %d tokens):\n", title, t.admissions,
+                          t.total_tokens());
+    absl::StrAppendFormat(&s, "  %-18s %14s %8s %10s\n", "cause", "tokens", "%", "requests");
+    for (int c = 0; c < kNumMissCauses; ++c) {
+      absl::StrAppendFormat(&s, "  %-18s %14d %8.2f %10d\n",
+                            std::string(MissCauseName(static_cast<MissCause>(c))), t.tokens[c],
+                            Pct(t.tokens[c], t.total_tokens()), t.requests[c]);
+    }
+    std::string by;
+    for (int b = 0; b < kNumEvictionBreakers; ++b) {
+      if (t.evicted_tokens_by[b] == 0) continue;
+      absl::StrAppendFormat(&by, "%s%s %d", by.empty() ? "" : ", ",
+                            std::string(EvictionBreakerName(static_cast<EvictionBreaker>(b))),
+                            t.evicted_tokens_by[b]);
+    }
+    if (!by.empty())
+      absl::StrAppend(&s, "  evicted tokens by the group that broke the chain: ", by, "\n");
+  };
+  table("Why tokens missed, first admissions", m.first);
+  if (m.preempted.admissions > 0)
+    table("Why tokens missed, re-admissions after preemption", m.preempted);
+  return s;
+}
+
 }  // namespace
 
 std::string SignalName(int signal) {
@@ -129,6 +158,7 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
                                               static_cast<double>(pc.requests)
                                         : 0.0,
                         Pct(r.lost_to_alignment_tokens, pc.queries));
+  if (r.miss_causes.enabled) s += MissCauseSection(r.miss_causes);
   absl::StrAppendFormat(&s,
                         "Blocks: %d cached, %d evicted; preemptions: %d; mean KV usage %.1f%%\n",
                         r.cached_blocks, r.evicted_blocks, r.preemptions, 100.0 * r.mean_kv_usage);
@@ -216,6 +246,15 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
   row(
       "lost to alignment (tokens)",
       [](R r) { return static_cast<double>(r.lost_to_alignment_tokens); }, "%.0f");
+  if (std::all_of(results.begin(), results.end(), [](R r) { return r.miss_causes.enabled; })) {
+    for (int c = 1; c < kNumMissCauses; ++c) {
+      const std::string name =
+          absl::StrCat("miss: ", std::string(MissCauseName(static_cast<MissCause>(c))));
+      row(
+          name.c_str(), [c](R r) { return static_cast<double>(r.miss_causes.first.tokens[c]); },
+          "%.0f");
+    }
+  }
   row(
       "hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, "%.0f");
   row(

@@ -26,7 +26,8 @@ struct ReplayConfig {
   bool check_invariants = false;
   int64_t check_invariants_every = 0;
   bool no_wall_time = false;
-  bool no_progress = false;  // read by the CLI's progress printer
+  bool no_miss_causes = false;  // ReplayOptions::attribute_misses off
+  bool no_progress = false;     // read by the CLI's progress printer
   bool no_fast_path = false;
   int64_t hit_rate_window = 1000;
   // ReplayOptions' thrashing limits (-1: the engine's default).

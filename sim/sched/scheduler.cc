@@ -162,6 +162,10 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       last_stop_ = AdmissionStop::kZeroTokens;
       break;
     }
+    // The causes are read before AllocateSlots changes the cache, and kept only if it admits.
+    MissAttribution miss;
+    const bool attribute = config_.enable_prefix_caching && kv::MissAttributionEnabled(*kv_);
+    if (attribute) miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
     // A fresh prefill (num_computed_tokens == 0 before the hit) reserves no lookahead.
     if (!kv_->AllocateSlots(req->kv, 0, n, computed, 0)) {
       last_stop_ = AdmissionStop::kAllocationFailed;
@@ -174,6 +178,10 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     if (config_.enable_prefix_caching) {
       const bool was_preempted = req->num_preemptions > 0;
       RecordPrefixLookup(&counters_.prefix_cache, was_preempted, req->num_tokens, computed);
+      if (attribute) {
+        counters_.miss_causes.enabled = true;
+        (was_preempted ? counters_.miss_causes.preempted : counters_.miss_causes.first).Add(miss);
+      }
       if (was_preempted) {
         counters_.preempted_alignment_loss_tokens += hit.alignment_loss_tokens;
       } else {
@@ -186,6 +194,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       req->first_hit_tokens = computed;
       req->first_alignment_loss = hit.alignment_loss_tokens;
       req->first_lost_to_alignment = hit.lost_to_alignment_tokens;
+      req->first_miss = miss;
     }
     req->num_computed = computed;
     batch->push_back({req, n, computed + n, 0});

@@ -18,6 +18,7 @@
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
+#include "sim/kv/miss_attribution.h"
 #include "sim/sched/prefix_stats.h"
 
 namespace prefixsim {
@@ -48,6 +49,9 @@ struct alignas(64) SimRequest {
   int64_t first_hit_tokens = -1;  // at the first admission
   int64_t first_alignment_loss = 0;
   int64_t first_lost_to_alignment = 0;
+  // Miss attribution: what the fleet held at arrival, and the causes of the first admission.
+  kv::ArrivalSighting sighting;
+  MissAttribution first_miss;
   // PrefixHit::shared_prefix_boundary of the last admission lookup: a prefill chunk that would
   // run past it stops there (MambaAlignedSplit).
   int64_t shared_prefix_boundary = 0;
@@ -110,6 +114,7 @@ struct SchedulerCounters {
   int64_t preempted_alignment_loss_tokens = 0;
   int64_t lost_to_alignment_tokens = 0;  // PrefixHit::lost_to_alignment_tokens, non-preempted
   int64_t preemptions = 0;
+  MissCauseStats miss_causes;
 };
 
 // The prefill case of MambaAlignedSplit (scheduler.cc says which stops it makes).

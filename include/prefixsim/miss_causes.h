@@ -1,0 +1,84 @@
+// Why a request missed (docs/design.md §7): every admission's tokens split into causes that add
+// up exactly to the tokens it looked up (the prompt, or prompt + outputs after a preemption).
+#ifndef PREFIXSIM_MISS_CAUSES_H_
+#define PREFIXSIM_MISS_CAUSES_H_
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace prefixsim {
+
+// In the order the attribution assigns them: each cause takes the tokens past the previous one's
+// end, up to its own (docs/design.md §7 has the exact definitions).
+enum class MissCause : uint8_t {
+  kHit,              // the real hit
+  kAlignment,        // cached in every group at its own block, cut back to the hit alignment A
+  kNotCheckpointed,  // computed on this replica, but a group never cached it there
+  kInFlight,         // being computed by another request on this replica, not yet computed
+  kEvicted,          // computed before and cached since, no copy left
+  kElsewhere,        // cached on another replica when the request arrived (a routing miss)
+  kCompulsory,       // no replica had computed it when the request arrived
+  kTail,             // no lookup rule lets it hit: the L-1 cap, the partial last block
+};
+inline constexpr int kNumMissCauses = 8;
+
+// "hit", "alignment", "not_checkpointed", "in_flight", "evicted", "elsewhere", "compulsory",
+// "tail".
+std::string_view MissCauseName(MissCause cause);
+
+// What broke the chain of evicted tokens: the kind of the group whose own lookup came back
+// shortest on this replica (LayerKind's order), or another replica's eviction.
+enum class EvictionBreaker : uint8_t {
+  kFullAttention,
+  kMla,
+  kSlidingWindow,
+  kChunkedLocal,
+  kMamba,
+  kOtherReplica,
+};
+inline constexpr int kNumEvictionBreakers = 6;
+// LayerKindName's names, and "other_replica".
+std::string_view EvictionBreakerName(EvictionBreaker breaker);
+
+// One admission.
+struct MissAttribution {
+  std::array<int64_t, kNumMissCauses> tokens{};  // by MissCause; sums to the tokens looked up
+  // Of tokens[kEvicted], those only other replicas had computed (all their copies gone); the
+  // rest broke on this replica at a group of kind evicted_by.
+  int64_t evicted_on_other_replicas = 0;
+  EvictionBreaker evicted_by = EvictionBreaker::kFullAttention;
+  int elsewhere_replica = -1;  // the replica that held the prefix, when tokens[kElsewhere] > 0
+
+  int64_t total() const;
+  int64_t of(MissCause cause) const { return tokens[static_cast<int>(cause)]; }
+  // The cause with the most tokens other than hit and tail (the earlier one on a tie); when the
+  // request lost nothing but the tail, kHit if it hit and kTail if not.
+  MissCause main_cause() const;
+};
+
+// Totals over admissions: first admissions and re-admissions after a preemption apart.
+struct MissCauseStats {
+  struct Totals {
+    int64_t admissions = 0;
+    std::array<int64_t, kNumMissCauses> tokens{};
+    std::array<int64_t, kNumMissCauses> requests{};  // admissions with tokens of that cause
+    std::array<int64_t, kNumEvictionBreakers> evicted_tokens_by{};
+    void Add(const MissAttribution& a);
+    void Merge(const Totals& other);
+    int64_t total_tokens() const;
+  };
+  bool enabled = false;  // the replay attributed its admissions (prefix caching on)
+  Totals first;          // first admissions
+  Totals preempted;      // re-admissions after a preemption
+
+  void Merge(const MissCauseStats& other) {
+    enabled = enabled || other.enabled;
+    first.Merge(other.first);
+    preempted.Merge(other.preempted);
+  }
+};
+
+}  // namespace prefixsim
+
+#endif  // PREFIXSIM_MISS_CAUSES_H_

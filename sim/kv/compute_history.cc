@@ -1,0 +1,38 @@
+#include "sim/kv/compute_history.h"
+
+#include "prefixsim/status.h"
+
+namespace prefixsim {
+namespace kv {
+
+ComputeHistory::ComputeHistory(int num_replicas)
+    : num_replicas_(num_replicas), words_(static_cast<size_t>((num_replicas + 63) / 64)) {
+  PREFIXSIM_CHECK(num_replicas >= 1);
+}
+
+void ComputeHistory::Record(uint64_t hash, int replica) {
+  PREFIXSIM_DCHECK(replica >= 0 && replica < num_replicas_);
+  words_[static_cast<size_t>(replica / 64)][hash] |= uint64_t{1} << (replica % 64);
+}
+
+bool ComputeHistory::ComputedBy(uint64_t hash, int replica) const {
+  const auto& word = words_[static_cast<size_t>(replica / 64)];
+  auto it = word.find(hash);
+  return it != word.end() && (it->second >> (replica % 64) & 1) != 0;
+}
+
+bool ComputeHistory::ComputedByAny(uint64_t hash) const {
+  for (const auto& word : words_) {
+    if (word.contains(hash)) return true;
+  }
+  return false;
+}
+
+int64_t ComputeHistory::size() const {
+  int64_t n = 0;
+  for (const auto& word : words_) n += static_cast<int64_t>(word.size());
+  return n;
+}
+
+}  // namespace kv
+}  // namespace prefixsim
