@@ -91,6 +91,32 @@ struct AlignmentPoint {
   double hit_rate = 0;     // hit_tokens / prompt_tokens
 };
 
+// One prompt-length bin of the block-size cliff: the requests whose prompt has between
+// min_tokens and max_tokens tokens (bin 0 holds empty prompts; bin k >= 1 holds
+// [2^(k-1), 2^k - 1]) and their upper-bound hit at one alignment, as in the alignment curve.
+struct PromptLengthBin {
+  int64_t min_tokens = 0;
+  int64_t max_tokens = 0;  // inclusive
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t hit_tokens = 0;
+  double hit_fraction = 0;  // hit_tokens / prompt_tokens (token-weighted); 0 for an empty bin
+};
+
+// The block-size cliff at one hit alignment A. A hit is at most floor((L-1) / A) * A tokens (the
+// last prompt token is always recomputed: docs/semantics.md §9.1, §9.3), so a prompt of
+// L < A + 1 tokens can never hit, whatever it shares with earlier prompts.
+struct CliffPoint {
+  int64_t alignment = 0;
+  int64_t never_hit_short_requests = 0;       // prompts of at most A tokens
+  int64_t never_hit_short_prompt_tokens = 0;  // their prompt tokens
+  double never_hit_short_share = 0;           // never_hit_short_requests / requests
+  double never_hit_short_token_share = 0;     // never_hit_short_prompt_tokens / prompt_tokens
+  // Every bin from the shortest prompt's to the longest prompt's, empty bins included: the same
+  // edges at every alignment. Their requests sum to AnalyzeResult::requests.
+  std::vector<PromptLengthBin> bins;
+};
+
 struct CapacityPoint {
   int64_t capacity_blocks = 0;
   int64_t lru_hit_tokens = 0;
@@ -117,6 +143,7 @@ struct AnalyzeResult {
   ForestStats forest;
   SharedPrefixStats shared_prefix;
   std::vector<AlignmentPoint> alignment_curve;  // ascending alignment
+  std::vector<CliffPoint> cliff;                // one per alignment_curve point, in its order
   std::vector<CapacityPoint> capacity_curve;    // ascending capacity
 };
 
@@ -138,8 +165,10 @@ absl::StatusOr<AnalyzeResult> AnalyzeTraceFile(const std::string& path,
                                                const AnalyzeOptions& options = {});
 
 // The JSON report: requests, prompt_tokens, unique_blocks, reused_block_fraction,
-// alignment_curve [{alignment, hit_rate}], capacity_curve [{capacity_blocks, lru_hit_rate,
-// optimal_hit_rate}], plus the other fields of AnalyzeResult. Keys keep a fixed order; indented
+// alignment_curve [{alignment, hit_rate}], cliff [{alignment, never_hit_short_requests, ...,
+// bins [{min_tokens, max_tokens, requests, prompt_tokens, hit_tokens, hit_fraction}]}],
+// capacity_curve [{capacity_blocks, lru_hit_rate, optimal_hit_rate}], plus the other fields of
+// AnalyzeResult. Keys keep a fixed order; indented
 // by two spaces, with no trailing newline.
 std::string AnalyzeResultToJson(const AnalyzeResult& result);
 // A readable multi-line summary for the terminal.

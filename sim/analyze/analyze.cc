@@ -1,5 +1,6 @@
 // The single streaming pass of `prefixsim analyze`: builds the prefix-sharing forest, the
-// shared-prefix length of every request, and the block sequence of the capacity curve.
+// shared-prefix length of every request, the hits of the alignment curve and of the block-size
+// cliff per prompt length, and the block sequence of the capacity curve.
 #include "prefixsim/analyze.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "boost/graph/adjacency_list.hpp"
 #include "prefixsim/status.h"
 #include "sim/analyze/cache_sim.h"
+#include "sim/util/log2_bins.h"
 
 namespace prefixsim {
 namespace {
@@ -189,6 +191,7 @@ class Analyzer {
     std::sort(alignments_.begin(), alignments_.end());
     alignments_.erase(std::unique(alignments_.begin(), alignments_.end()), alignments_.end());
     alignment_hits_.assign(alignments_.size(), 0);
+    cliff_.assign(alignments_.size(), Cliff{});
     block_tokens_ = options.block_tokens;
   }
 
@@ -236,7 +239,15 @@ class Analyzer {
     const int64_t capped = std::min(shared, std::max<int64_t>(L - 1, 0));
     result_.max_hit_tokens += capped;
     for (size_t i = 0; i < alignments_.size(); ++i) {
-      alignment_hits_[i] += capped / alignments_[i] * alignments_[i];
+      const int64_t hit = capped / alignments_[i] * alignments_[i];
+      alignment_hits_[i] += hit;
+      // The block-size cliff (docs/semantics.md §9.3): L <= A leaves floor((L-1) / A) = 0.
+      Cliff& cliff = cliff_[i];
+      cliff.bins.Add(L, hit);
+      if (L < alignments_[i] + 1) {
+        ++cliff.never_hit_requests;
+        cliff.never_hit_prompt_tokens += L;
+      }
     }
     shared_.push_back(shared);
     if (options_.capacity_curve) {
@@ -321,9 +332,17 @@ class Analyzer {
     uint32_t length;
   };
 
+  // Per alignment: the requests too short to ever hit and the hits by prompt length.
+  struct Cliff {
+    int64_t never_hit_requests = 0;
+    int64_t never_hit_prompt_tokens = 0;
+    Log2TokenBins bins;
+  };
+
   const AnalyzeOptions& options_;
   std::vector<int64_t> alignments_;
   std::vector<int64_t> alignment_hits_;
+  std::vector<Cliff> cliff_;
   int64_t block_tokens_ = 0;
   AnalyzeResult result_;
 
@@ -410,6 +429,21 @@ AnalyzeResult Analyzer::Finish() {
   for (size_t i = 0; i < alignments_.size(); ++i) {
     r.alignment_curve.push_back(
         {alignments_[i], alignment_hits_[i], Ratio(alignment_hits_[i], r.prompt_tokens)});
+  }
+  // The cliff's bins: every alignment saw the same prompts, so the same bins are non-empty.
+  for (size_t i = 0; i < alignments_.size(); ++i) {
+    const Cliff& c = cliff_[i];
+    CliffPoint p;
+    p.alignment = alignments_[i];
+    p.never_hit_short_requests = c.never_hit_requests;
+    p.never_hit_short_prompt_tokens = c.never_hit_prompt_tokens;
+    p.never_hit_short_share = Ratio(c.never_hit_requests, r.requests);
+    p.never_hit_short_token_share = Ratio(c.never_hit_prompt_tokens, r.prompt_tokens);
+    for (int k = c.bins.First(); k <= c.bins.Last(); ++k) {
+      p.bins.push_back({Log2BinMin(k), Log2BinMax(k), c.bins.requests[k], c.bins.prompt_tokens[k],
+                        c.bins.hit_tokens[k], c.bins.HitFraction(k)});
+    }
+    r.cliff.push_back(std::move(p));
   }
 
   if (options_.capacity_curve) {

@@ -60,6 +60,25 @@ std::string AnalyzeResultToJson(const AnalyzeResult& r) {
     j["alignment_curve"].push_back(
         {{"alignment", p.alignment}, {"hit_rate", p.hit_rate}, {"hit_tokens", p.hit_tokens}});
   }
+  j["cliff"] = nlohmann::ordered_json::array();
+  for (const auto& p : r.cliff) {
+    nlohmann::ordered_json c;
+    c["alignment"] = p.alignment;
+    c["never_hit_short_requests"] = p.never_hit_short_requests;
+    c["never_hit_short_prompt_tokens"] = p.never_hit_short_prompt_tokens;
+    c["never_hit_short_share"] = p.never_hit_short_share;
+    c["never_hit_short_token_share"] = p.never_hit_short_token_share;
+    c["bins"] = nlohmann::ordered_json::array();
+    for (const auto& b : p.bins) {
+      c["bins"].push_back({{"min_tokens", b.min_tokens},
+                           {"max_tokens", b.max_tokens},
+                           {"requests", b.requests},
+                           {"prompt_tokens", b.prompt_tokens},
+                           {"hit_tokens", b.hit_tokens},
+                           {"hit_fraction", b.hit_fraction}});
+    }
+    j["cliff"].push_back(std::move(c));
+  }
   j["capacity_curve"] = nlohmann::ordered_json::array();
   for (const auto& p : r.capacity_curve) {
     j["capacity_curve"].push_back({{"capacity_blocks", p.capacity_blocks},
@@ -107,10 +126,23 @@ std::string FormatAnalyzeResult(const AnalyzeResult& r) {
     absl::StrAppendFormat(&out, "    %7d..%-7d %d\n", b.min_tokens, b.max_tokens, b.requests);
   }
 
-  absl::StrAppend(&out, "\nupper-bound hit rate by hit alignment (infinite cache, L-1 cap):\n");
-  absl::StrAppend(&out, "  alignment  hit_rate\n");
-  for (const auto& p : r.alignment_curve) {
-    absl::StrAppendFormat(&out, "  %9d  %.4f\n", p.alignment, p.hit_rate);
+  // never_hit: the block-size cliff, prompts of at most A tokens, whose hit
+  // floor((L-1) / A) * A is 0 (docs/semantics.md §9.3); shares of requests and of prompt tokens.
+  absl::StrAppend(&out,
+                  "\nupper-bound hit rate by hit alignment (infinite cache, L-1 cap); never hit: "
+                  "prompts of at most A tokens:\n");
+  absl::StrAppend(&out,
+                  "  alignment  hit_rate  never_hit_requests  never_hit_share  "
+                  "never_hit_token_share\n");
+  for (size_t i = 0; i < r.alignment_curve.size(); ++i) {
+    const AlignmentPoint& p = r.alignment_curve[i];
+    absl::StrAppendFormat(&out, "  %9d  %.4f", p.alignment, p.hit_rate);
+    if (i < r.cliff.size() && r.cliff[i].alignment == p.alignment) {
+      const CliffPoint& c = r.cliff[i];
+      absl::StrAppendFormat(&out, "    %18d  %15.4f  %21.4f", c.never_hit_short_requests,
+                            c.never_hit_short_share, c.never_hit_short_token_share);
+    }
+    out += "\n";
   }
 
   if (!r.capacity_curve.empty()) {

@@ -4,7 +4,8 @@
 //
 // Sections: summary table (deltas against the first policy), the KV plan side by side with the
 // LCM arithmetic, hit rate over time, CDFs of per-request hit fraction and of tokens lost to the
-// alignment, TTFT and E2E CDFs, hit rate vs KV cache bytes, `analyze`'s alignment curve with
+// alignment, the block-size cliff (hit fraction by prompt length, each policy's A and S marked),
+// TTFT and E2E CDFs, hit rate vs KV cache bytes, `analyze`'s alignment curve with
 // each policy's A marked, and for fleet runs the router, the auto-sizing probes and the
 // per-replica table with bar charts of load and hit rate.
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "prefixsim/model.h"
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"
+#include "sim/util/log2_bins.h"
 
 namespace prefixsim {
 namespace {
@@ -347,6 +349,111 @@ std::string Cdf(const std::vector<ReplayResult>& results, const std::string& id,
   return html::LineChart(c);
 }
 
+// ---- 3. the block-size cliff ----
+
+// Hit fraction by prompt length (power-of-two bins, token-weighted, first admissions) per policy,
+// with each policy's A and S marked, then the bins as a table and, per policy, the requests too
+// short to ever hit. A hit is at most floor((L-1) / A) * A (docs/semantics.md §9.1, §9.3), so
+// prompts of at most A tokens never hit: vLLM #40696 (0% below 528 tokens), vllm-ascend #16270
+// (0% below 4096 tokens, the LCM of the groups' blocks).
+std::string BlockSizeCliff(const std::vector<ReplayResult>& results) {
+  std::vector<Log2TokenBins> bins(results.size());
+  std::vector<int64_t> served(results.size(), 0), short_requests(results.size(), 0);
+  std::vector<int64_t> prompt_tokens(results.size(), 0), short_tokens(results.size(), 0);
+  int first = Log2TokenBins::kBins, last = -1;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const int64_t a = results[i].plan.hit_alignment;
+    for (const RequestRecord& rec : results[i].per_request) {
+      if (!rec.skipped.empty()) continue;
+      bins[i].Add(rec.prompt_tokens, rec.hit_tokens);
+      ++served[i];
+      prompt_tokens[i] += rec.prompt_tokens;
+      if (rec.prompt_tokens < a + 1) {
+        ++short_requests[i];
+        short_tokens[i] += rec.prompt_tokens;
+      }
+    }
+    first = std::min(first, std::max(1, bins[i].First()));  // an empty prompt has no log x
+    last = std::max(last, bins[i].Last());
+  }
+  html::ChartSpec c;
+  c.id = "block-size-cliff";
+  c.title = "Block-size cliff: hit fraction by prompt length";
+  c.x_label = "prompt length (tokens, log scale)";
+  c.y_label = "hit tokens / prompt tokens (%)";
+  c.log2_x = true;
+  c.y_min = 0;
+  c.y_max = 100;
+  for (size_t i = 0; i < results.size(); ++i) {
+    html::Series s;
+    s.name = results[i].policy;
+    s.color = static_cast<int>(i);
+    s.dots = true;
+    for (int k = std::max(1, bins[i].First()); k <= bins[i].Last(); ++k) {
+      if (bins[i].prompt_tokens[k] == 0) continue;
+      // The bin's middle on the log scale: 2^(k-1) * sqrt(2).
+      s.points.emplace_back(static_cast<double>(Log2BinMin(k)) * std::sqrt(2.0),
+                            100.0 * bins[i].HitFraction(k));
+    }
+    c.series.push_back(std::move(s));
+    const int64_t a = results[i].plan.hit_alignment;
+    const int64_t sb = results[i].plan.scheduler_block_size;
+    const int color = static_cast<int>(i);
+    if (a == sb) {
+      c.markers.push_back({static_cast<double>(a),
+                           absl::StrCat(results[i].policy, ": A = S = ", Thousands(a)), color});
+    } else {
+      c.markers.push_back(
+          {static_cast<double>(a), absl::StrCat(results[i].policy, ": A = ", Thousands(a)), color});
+      c.markers.push_back({static_cast<double>(sb),
+                           absl::StrCat(results[i].policy, ": S = ", Thousands(sb)), color});
+    }
+  }
+  c.note =
+      "Served requests in power-of-two prompt-length bins (each drawn at its middle): hit tokens "
+      "/ prompt tokens at the first admission. A hit is at most floor((L&minus;1) / A) &middot; A "
+      "tokens, since the last prompt token is always recomputed (reference &sect;9.1, &sect;9.3): "
+      "a prompt of at most A tokens never hits, so each policy's curve stays at 0 in the bins "
+      "that end at or below its A line. "
+      "S, the scheduler block, is the granularity at which the hybrid caching rule publishes "
+      "computed blocks (&sect;10.2); an EAGLE/MTP drafter's drop (&sect;9.4) moves the cliff "
+      "further right.";
+  std::string out = "<div class=\"row\"><section>";
+  out += html::LineChart(c);
+  out += "<ul class=\"cliff-policies\">";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const int64_t a = results[i].plan.hit_alignment;
+    absl::StrAppend(
+        &out, "<li data-policy=\"", Escape(results[i].policy), "\" data-hit-alignment=\"", a,
+        "\" data-scheduler-block=\"", results[i].plan.scheduler_block_size,
+        "\" data-never-hit-short-requests=\"", short_requests[i], "\">",
+        Swatch(static_cast<int>(i)), Escape(results[i].policy), ": ", Thousands(short_requests[i]),
+        " of ", Thousands(served[i]), " served requests (",
+        Number(Pct(short_requests[i], served[i]), 1), "%; ",
+        Number(Pct(short_tokens[i], prompt_tokens[i]), 1),
+        "% of prompt tokens) have at most A = ", Thousands(a), " tokens and can never hit</li>");
+  }
+  out += "</ul></section>\n<section><table class=\"cliff\"><thead><tr><th>prompt tokens</th>";
+  for (const ReplayResult& r : results) {
+    absl::StrAppend(&out, "<th>", Escape(r.policy), " requests</th><th>", Escape(r.policy),
+                    " hit (%)</th>");
+  }
+  out += "</tr></thead><tbody>";
+  for (int k = first; k <= last; ++k) {
+    absl::StrAppend(&out, "<tr data-min-tokens=\"", Log2BinMin(k), "\"><td>",
+                    Thousands(Log2BinMin(k)), "&ndash;", Thousands(Log2BinMax(k)), "</td>");
+    for (size_t i = 0; i < results.size(); ++i) {
+      absl::StrAppend(
+          &out, "<td>", Thousands(bins[i].requests[k]), "</td><td>",
+          bins[i].prompt_tokens[k] > 0 ? Number(100.0 * bins[i].HitFraction(k), 1) : "&ndash;",
+          "</td>");
+    }
+    out += "</tr>";
+  }
+  out += "</tbody></table></section></div>\n";
+  return out;
+}
+
 // ---- 5. capacity sweep ----
 
 std::string CapacityChart(const std::vector<ReplayResult>& results,
@@ -626,7 +733,9 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
       "tokens lost to alignment (tokens)",
       [](const RequestRecord& r) { return static_cast<double>(r.lost_to_alignment_tokens); }, false,
       "Shadow hit minus real hit at the first admission; 0 when A equals the finest block.");
-  s += "</div>\n<h2>4. Latency</h2>\n<div class=\"charts\">";
+  s += "</div>\n";
+  s += BlockSizeCliff(results);
+  s += "<h2>4. Latency</h2>\n<div class=\"charts\">";
   s += Cdf(
       results, "cdf-ttft", "CDF of time to first token", "TTFT (ms)",
       [](const RequestRecord& r) { return (r.first_token_ns - r.arrival_ns) / 1e6; }, true,

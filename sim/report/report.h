@@ -75,8 +75,9 @@ struct HtmlReportOptions {
 
 // The A/B report page (html_report.cc): summary, the KV plans side by side with the LCM
 // arithmetic, hit rate over time, CDFs of per-request hit fraction, lost-to-alignment tokens,
-// TTFT and E2E, hit rate vs KV bytes, the alignment curve with each policy's A marked, and for a
-// fleet (ReplayResult::fleet) its router, auto-sizing probes and per-replica table and charts.
+// the block-size cliff (hit fraction by prompt length with each policy's A and S), TTFT and E2E,
+// hit rate vs KV bytes, the alignment curve with each policy's A marked, and for a fleet
+// (ReplayResult::fleet) its router, auto-sizing probes and per-replica table and charts.
 // Self-contained: inline CSS and SVG plus a short inline script that only verifies the page.
 std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlReportOptions& options);
 

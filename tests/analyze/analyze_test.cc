@@ -331,6 +331,123 @@ TEST(AnalyzeTest, JsonHasTheContractFields) {
   EXPECT_NE(FormatAnalyzeResult(*r).find("reused block fraction 0.4545"), std::string::npos);
 }
 
+// The block-size cliff at the hit alignment of a hybrid plan: full attention with 16-token blocks
+// next to sliding window with 24-token blocks (the #53007 shape) gives S = lcm(16, 24) = 48 and,
+// with no fine-grained hits, A = S = 48 (docs/semantics.md §7). A hit is at most
+// floor((L-1) / A) * A, the last token being recomputed (§9.1, §9.3): a prompt of L <= 48 tokens
+// never hits, however much it shares; at L = 49 it can hit 48.
+std::vector<Request> CliffTrace() {
+  return {
+      Prompt({Virtual(kA, 0, 100)}),  // R0: L 100, nothing earlier
+      Prompt({Virtual(kA, 0, 40)}),   // R1: L 40, shares 40 (cap 39): short at A = 48
+      Prompt({Virtual(kA, 0, 48)}),   // R2: L 48 = A, shares 48 (cap 47): short
+      Prompt({Virtual(kA, 0, 49)}),   // R3: L 49 = A + 1, shares 49 (cap 48): hits 48
+      Prompt({Virtual(kA, 0, 100)}),  // R4: L 100, shares 100 (cap 99): hits 96
+      Prompt({Virtual(kB, 0, 3)}),    // R5: L 3, nothing shared: short at both alignments
+      Prompt({Virtual(kA, 0, 300)}),  // R6: L 300, shares the 100 seen so far: hits 96
+  };
+}
+
+TEST(AnalyzeTest, CliffAtAHybridPlansAlignment) {
+  auto r = AnalyzeRequests(CliffTrace(), Options(16, {48, 16}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->requests, 7);
+  EXPECT_EQ(r->prompt_tokens, 640);
+  ASSERT_EQ(r->cliff.size(), 2u);  // in the alignment curve's order: 16, 48
+  const CliffPoint& fine = r->cliff[0];
+  const CliffPoint& hybrid = r->cliff[1];
+  EXPECT_EQ(fine.alignment, 16);
+  EXPECT_EQ(hybrid.alignment, 48);
+  // Shorter than A + 1 = 49: R1 (40), R2 (48), R5 (3); R3 (49) is not.
+  EXPECT_EQ(hybrid.never_hit_short_requests, 3);
+  EXPECT_EQ(hybrid.never_hit_short_prompt_tokens, 40 + 48 + 3);
+  EXPECT_DOUBLE_EQ(hybrid.never_hit_short_share, 3.0 / 7.0);
+  EXPECT_DOUBLE_EQ(hybrid.never_hit_short_token_share, 91.0 / 640.0);
+  // At A = 16 only R5.
+  EXPECT_EQ(fine.never_hit_short_requests, 1);
+  EXPECT_EQ(fine.never_hit_short_prompt_tokens, 3);
+  EXPECT_EQ(HitTokensAt(*r, 48), 48 + 96 + 96);
+  EXPECT_EQ(HitTokensAt(*r, 16), 32 + 32 + 48 + 96 + 96);
+
+  // Bins [2,3] (R5), [32,63] (R1 R2 R3), [64,127] (R0 R4), [256,511] (R6), and the empty ones
+  // between: [4,7], [8,15], [16,31], [128,255].
+  ASSERT_EQ(hybrid.bins.size(), 8u);
+  const std::vector<std::pair<int64_t, int64_t>> edges = {
+      {2, 3}, {4, 7}, {8, 15}, {16, 31}, {32, 63}, {64, 127}, {128, 255}, {256, 511}};
+  const std::vector<int64_t> requests = {1, 0, 0, 0, 3, 2, 0, 1};
+  for (size_t k = 0; k < edges.size(); ++k) {
+    for (const CliffPoint* c : {&fine, &hybrid}) {
+      EXPECT_EQ(c->bins[k].min_tokens, edges[k].first) << k;
+      EXPECT_EQ(c->bins[k].max_tokens, edges[k].second) << k;
+      EXPECT_EQ(c->bins[k].requests, requests[k]) << k;
+    }
+  }
+  // An empty bin: no tokens, fraction 0.
+  EXPECT_EQ(hybrid.bins[6].prompt_tokens, 0);
+  EXPECT_EQ(hybrid.bins[6].hit_tokens, 0);
+  EXPECT_EQ(hybrid.bins[6].hit_fraction, 0.0);
+  // Token-weighted: [32,63] holds 40 + 48 + 49 = 137 prompt tokens; at A = 48 only R3 hits (48),
+  // at A = 16 R1 and R2 hit 32 each and R3 48.
+  EXPECT_EQ(hybrid.bins[4].prompt_tokens, 137);
+  EXPECT_EQ(hybrid.bins[4].hit_tokens, 48);
+  EXPECT_DOUBLE_EQ(hybrid.bins[4].hit_fraction, 48.0 / 137.0);
+  EXPECT_EQ(fine.bins[4].hit_tokens, 112);
+  EXPECT_DOUBLE_EQ(fine.bins[4].hit_fraction, 112.0 / 137.0);
+  EXPECT_EQ(hybrid.bins[0].hit_tokens, 0);  // R5 shares nothing
+  EXPECT_DOUBLE_EQ(hybrid.bins[5].hit_fraction, 96.0 / 200.0);
+  EXPECT_DOUBLE_EQ(hybrid.bins[7].hit_fraction, 96.0 / 300.0);
+
+  // The text shows the never-hit shares next to the hit rate.
+  EXPECT_NE(
+      FormatAnalyzeResult(*r).find(
+          "         48  0.3750                     3           0.4286                 0.1422"),
+      std::string::npos)
+      << FormatAnalyzeResult(*r);
+}
+
+TEST(AnalyzeTest, CliffOfAnEmptyTraceHasNoBins) {
+  auto r = AnalyzeRequests({}, Options(16, {48}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->cliff.size(), 1u);
+  EXPECT_TRUE(r->cliff[0].bins.empty());
+  EXPECT_EQ(r->cliff[0].never_hit_short_requests, 0);
+  EXPECT_EQ(r->cliff[0].never_hit_short_share, 0.0);
+}
+
+TEST(AnalyzeTest, JsonHasTheCliffFields) {
+  auto r = AnalyzeRequests(CliffTrace(), Options(16, {48, 16}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(AnalyzeResultToJson(*r));
+  ASSERT_EQ(j["cliff"].size(), j["alignment_curve"].size());
+  for (size_t i = 0; i < j["cliff"].size(); ++i) {
+    const auto& c = j["cliff"][i];
+    EXPECT_EQ(c["alignment"], j["alignment_curve"][i]["alignment"]);
+    for (const char* key : {"never_hit_short_requests", "never_hit_short_prompt_tokens",
+                            "never_hit_short_share", "never_hit_short_token_share", "bins"}) {
+      EXPECT_TRUE(c.contains(key)) << key;
+    }
+    int64_t requests = 0, prompt_tokens = 0, hit_tokens = 0;
+    for (const auto& b : c["bins"]) {
+      for (const char* key : {"min_tokens", "max_tokens", "requests", "prompt_tokens", "hit_tokens",
+                              "hit_fraction"}) {
+        EXPECT_TRUE(b.contains(key)) << key;
+      }
+      requests += b["requests"].get<int64_t>();
+      prompt_tokens += b["prompt_tokens"].get<int64_t>();
+      hit_tokens += b["hit_tokens"].get<int64_t>();
+    }
+    EXPECT_EQ(requests, j["requests"].get<int64_t>());
+    EXPECT_EQ(prompt_tokens, j["prompt_tokens"].get<int64_t>());
+    EXPECT_EQ(hit_tokens, j["alignment_curve"][i]["hit_tokens"].get<int64_t>());
+  }
+  EXPECT_EQ(j["cliff"][1]["alignment"], 48);
+  EXPECT_EQ(j["cliff"][1]["never_hit_short_requests"], 3);
+  EXPECT_DOUBLE_EQ(j["cliff"][1]["never_hit_short_share"].get<double>(), 3.0 / 7.0);
+  EXPECT_EQ(j["cliff"][1]["bins"][4]["min_tokens"], 32);
+  EXPECT_EQ(j["cliff"][1]["bins"][4]["max_tokens"], 63);
+  EXPECT_DOUBLE_EQ(j["cliff"][1]["bins"][4]["hit_fraction"].get<double>(), 48.0 / 137.0);
+}
+
 // Random literal-token conversations: invariants that must hold on any trace.
 TEST(AnalyzeTest, RandomTracesInvariants) {
   std::mt19937_64 rng(11);
@@ -362,6 +479,24 @@ TEST(AnalyzeTest, RandomTracesInvariants) {
       }
     }
     EXPECT_EQ(HitTokensAt(*r, 1), r->max_hit_tokens);
+    // The cliff: its bins hold every request and the alignment curve's hits; a short prompt
+    // (L <= A) sits in a bin that starts at or below A.
+    ASSERT_EQ(r->cliff.size(), r->alignment_curve.size());
+    for (size_t i = 0; i < r->cliff.size(); ++i) {
+      const CliffPoint& c = r->cliff[i];
+      int64_t requests = 0, prompt_tokens = 0, hit_tokens = 0, short_max = 0;
+      for (const PromptLengthBin& b : c.bins) {
+        requests += b.requests;
+        prompt_tokens += b.prompt_tokens;
+        hit_tokens += b.hit_tokens;
+        EXPECT_LE(b.hit_tokens, b.prompt_tokens);
+        if (b.max_tokens <= c.alignment) short_max += b.requests;
+      }
+      EXPECT_EQ(requests, r->requests);
+      EXPECT_EQ(prompt_tokens, r->prompt_tokens);
+      EXPECT_EQ(hit_tokens, r->alignment_curve[i].hit_tokens);
+      EXPECT_GE(c.never_hit_short_requests, short_max);  // whole bins at or below A are short
+    }
     EXPECT_LE(r->max_hit_tokens, r->shared_prefix.shared_tokens);
     EXPECT_EQ(r->unique_blocks, r->blocks - r->reused_blocks);
     EXPECT_EQ(r->forest.nodes, r->unique_blocks);

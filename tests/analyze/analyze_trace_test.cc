@@ -128,6 +128,38 @@ TEST(AnalyzeTraceTest, CliWritesJsonAndText) {
   EXPECT_DOUBLE_EQ(j["capacity_curve"][1]["optimal_hit_rate"].get<double>(), 1024.0 / 2900);
   // Capacity 1: block 1 survives, block 2 does not.
   EXPECT_DOUBLE_EQ(j["capacity_curve"][0]["lru_hit_rate"].get<double>(), 512.0 / 2900);
+
+  // The block-size cliff, one entry per alignment: a prompt of at most A tokens never hits
+  // (docs/semantics.md §9.3). Prompts of 1200, 1100 and 600 tokens in the bins [512, 1023] and
+  // [1024, 2047], whose requests add up to the trace's.
+  ASSERT_EQ(j["cliff"].size(), j["alignment_curve"].size());
+  for (size_t i = 0; i < j["cliff"].size(); ++i) {
+    const auto& c = j["cliff"][i];
+    const int64_t a = c["alignment"].get<int64_t>();
+    EXPECT_EQ(a, j["alignment_curve"][i]["alignment"].get<int64_t>());
+    const int64_t short_requests = (600 <= a) + (1100 <= a) + (1200 <= a);
+    EXPECT_EQ(c["never_hit_short_requests"].get<int64_t>(), short_requests) << a;
+    EXPECT_DOUBLE_EQ(c["never_hit_short_share"].get<double>(), short_requests / 3.0) << a;
+    EXPECT_EQ(c["never_hit_short_prompt_tokens"].get<int64_t>(),
+              (600 <= a ? 600 : 0) + (1100 <= a ? 1100 : 0) + (1200 <= a ? 1200 : 0))
+        << a;
+    ASSERT_EQ(c["bins"].size(), 2u) << a;
+    EXPECT_EQ(c["bins"][0]["min_tokens"], 512);
+    EXPECT_EQ(c["bins"][0]["max_tokens"], 1023);
+    EXPECT_EQ(c["bins"][1]["min_tokens"], 1024);
+    EXPECT_EQ(c["bins"][1]["max_tokens"], 2047);
+    int64_t requests = 0;
+    for (const auto& b : c["bins"]) {
+      requests += b["requests"].get<int64_t>();
+      const int64_t prompt = b["prompt_tokens"].get<int64_t>();
+      EXPECT_DOUBLE_EQ(b["hit_fraction"].get<double>(),
+                       static_cast<double>(b["hit_tokens"].get<int64_t>()) / prompt);
+    }
+    EXPECT_EQ(requests, 3);
+    // Only the 1100-token prompt hits: its first 1024 tokens, at an alignment dividing 1024.
+    EXPECT_EQ(c["bins"][1]["hit_tokens"].get<int64_t>(), a <= 512 || a == 1024 ? 1024 : 0) << a;
+  }
+  EXPECT_NE(out.find("never_hit_requests"), std::string::npos) << out;
   fs::remove_all(dir);
 }
 

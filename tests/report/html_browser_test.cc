@@ -192,7 +192,7 @@ TEST_F(HtmlBrowserTest, ComparePageRendersWithEveryChartDrawn) {
   EXPECT_NE(body.find("data-js-errors=\"0\""), std::string::npos) << body;
   ASSERT_TRUE(std::regex_search(body, m, std::regex("data-charts=\"([0-9]+)\""))) << body;
   const int charts = std::stoi(m[1]);
-  EXPECT_GE(charts, 7);  // time, 2 per-request CDFs, 2 latency CDFs, capacity, alignment
+  EXPECT_GE(charts, 8);  // time, 2 per-request CDFs, cliff, 2 latency CDFs, capacity, alignment
   EXPECT_NE(body.find("data-charts-drawn=\"" + std::to_string(charts) + "\""), std::string::npos)
       << body;
   // Every chart by name, each with drawn elements.
@@ -204,10 +204,30 @@ TEST_F(HtmlBrowserTest, ComparePageRendersWithEveryChartDrawn) {
     EXPECT_GT(std::stoi((*it)[2]), 0) << "chart " << (*it)[1] << " drew nothing";
   }
   EXPECT_EQ(seen, charts);
-  for (const char* id : {"hit-rate-over-time", "cdf-hit-fraction", "cdf-lost-to-alignment",
-                         "cdf-ttft", "cdf-e2e", "capacity-sweep", "alignment-curve"}) {
+  for (const char* id :
+       {"hit-rate-over-time", "cdf-hit-fraction", "cdf-lost-to-alignment", "block-size-cliff",
+        "cdf-ttft", "cdf-e2e", "capacity-sweep", "alignment-curve"}) {
     EXPECT_NE(dom.find(std::string("data-chart=\"") + id + "\""), std::string::npos) << id;
   }
+  // The block-size cliff after load: one series per policy (a dot per non-empty prompt-length
+  // bin), each policy's A = S marked, and each policy's line of requests too short to ever hit.
+  ASSERT_TRUE(std::regex_search(
+      dom, m, std::regex("data-chart=\"block-size-cliff\" data-drawn=\"([0-9]+)\"")));
+  EXPECT_GE(std::stoi(m[1]), 2 * 2 + 2);  // 2 paths, 2 markers, dots
+  const size_t cliff = dom.find("data-chart=\"block-size-cliff\"");
+  const std::string cliff_chart = dom.substr(cliff, dom.find("</figure>", cliff) - cliff);
+  for (const char* text : {">old</text>", ">new</text>", ">old: A = S = 13,824</text>",
+                           ">new: A = S = 1,536</text>"}) {
+    EXPECT_NE(cliff_chart.find(text), std::string::npos) << text;
+  }
+  for (const char* policy : {"old", "new"}) {
+    EXPECT_TRUE(std::regex_search(
+        dom, std::regex(std::string("<li data-policy=\"") + policy +
+                        "\" data-hit-alignment=\"[0-9]+\" data-scheduler-block=\"[0-9]+\" "
+                        "data-never-hit-short-requests=\"[0-9]+\">")))
+        << policy;
+  }
+  EXPECT_NE(dom.find("<table class=\"cliff\">"), std::string::npos);
 }
 
 // replay --html: the same page for one run, no delta column.
@@ -228,7 +248,7 @@ TEST_F(HtmlBrowserTest, ReplayPageHasNoDeltas) {
       << ReadFile(dir_ / "dom.err");
   const std::string dom = ReadFile(dir_ / "dom.html");
   EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
-  EXPECT_NE(dom.find("data-charts=\"7\" data-charts-drawn=\"7\""), std::string::npos)
+  EXPECT_NE(dom.find("data-charts=\"8\" data-charts-drawn=\"8\""), std::string::npos)
       << dom.substr(0, 400);
   EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
 }
@@ -249,7 +269,7 @@ TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
       << ReadFile(dir_ / "dom.err");
   const std::string dom = ReadFile(dir_ / "dom.html");
   EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
-  EXPECT_NE(dom.find("data-charts=\"9\" data-charts-drawn=\"9\""), std::string::npos)
+  EXPECT_NE(dom.find("data-charts=\"10\" data-charts-drawn=\"10\""), std::string::npos)
       << dom.substr(0, 400);
   for (const char* id : {"fleet-load", "fleet-hit-rate"}) {
     EXPECT_NE(dom.find(std::string("data-chart=\"") + id + "\" data-drawn=\"2\""),

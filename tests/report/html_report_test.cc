@@ -8,6 +8,7 @@
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"
 #include "tests/cli_runner.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace prefixsim {
 namespace {
@@ -80,6 +81,140 @@ TEST(HtmlReportTest, CapacitiesFlagErrors) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("'4XB' is not a size"), std::string::npos) << bad.output;
   EXPECT_EQ(bad.output.find("hit rate"), std::string::npos) << "replayed before failing";
+}
+
+// The text from `open` to the next `close` ("" if absent).
+std::string Section(const std::string& s, const std::string& open, const std::string& close) {
+  const size_t a = s.find(open);
+  if (a == std::string::npos) return "";
+  const size_t b = s.find(close, a);
+  return b == std::string::npos ? "" : s.substr(a, b - a);
+}
+
+RequestRecord Served(uint64_t id, int64_t prompt_tokens, int64_t hit_tokens) {
+  RequestRecord r;
+  r.id = id;
+  r.prompt_tokens = prompt_tokens;
+  r.hit_tokens = hit_tokens;
+  r.finish_ns = 1;
+  return r;
+}
+
+// The block-size cliff chart from hand-made records: power-of-two bins (token-weighted, served
+// requests only, empty bins shown as such in the table), each policy's A and S marked.
+TEST(HtmlReportTest, CliffChartBinsAndMarksEachPolicy) {
+  ReplayResult old_r, new_r;
+  old_r.policy = "old";
+  old_r.plan.hit_alignment = old_r.plan.scheduler_block_size = 48;
+  new_r.policy = "new";
+  new_r.plan.hit_alignment = 16;  // fine-grained hits: A = H below S
+  new_r.plan.scheduler_block_size = 48;
+  old_r.per_request = {Served(0, 10, 0), Served(1, 100, 48), Served(2, 120, 96),
+                       Served(3, 1000, 960)};
+  new_r.per_request = {Served(0, 10, 0), Served(1, 100, 96), Served(2, 120, 112),
+                       Served(3, 1000, 992)};
+  for (ReplayResult* r : {&old_r, &new_r}) {
+    RequestRecord skipped = Served(4, 50, 0);
+    skipped.skipped = "does_not_fit";  // not admitted: not in the chart
+    r->per_request.push_back(skipped);
+  }
+  const std::string page = ComparisonHtml({old_r, new_r}, "cliff");
+  EXPECT_EQ(page, ComparisonHtml({old_r, new_r}, "cliff"));  // deterministic
+
+  const std::string chart =
+      Section(page, "<figure class=\"chart\" data-chart=\"block-size-cliff\"", "</figure>");
+  ASSERT_FALSE(chart.empty()) << page;
+  EXPECT_NE(chart.find(">old</text>"), std::string::npos);  // one series per policy
+  EXPECT_NE(chart.find(">new</text>"), std::string::npos);
+  EXPECT_NE(chart.find(">old: A = S = 48</text>"), std::string::npos) << chart;
+  EXPECT_NE(chart.find(">new: A = 16</text>"), std::string::npos) << chart;
+  EXPECT_NE(chart.find(">new: S = 48</text>"), std::string::npos) << chart;
+  // 3 non-empty bins per policy, one dot each.
+  size_t dots = 0;
+  for (size_t at = chart.find("<circle class=\"mark\""); at != std::string::npos;
+       at = chart.find("<circle class=\"mark\"", at + 1)) {
+    ++dots;
+  }
+  EXPECT_EQ(dots, 6u);
+
+  // The table: bins [8,15] to [512,1023]; [64,127] holds 100 + 120 prompt tokens.
+  const std::string table = Section(page, "<table class=\"cliff\">", "</table>");
+  EXPECT_NE(table.find("<tr data-min-tokens=\"8\"><td>8&ndash;15</td><td>1</td><td>0.0</td>"
+                       "<td>1</td><td>0.0</td></tr>"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("<tr data-min-tokens=\"64\"><td>64&ndash;127</td><td>2</td><td>65.5</td>"
+                       "<td>2</td><td>94.5</td></tr>"),
+            std::string::npos)
+      << table;  // (48 + 96) / 220 and (96 + 112) / 220
+  EXPECT_NE(table.find("<tr data-min-tokens=\"128\"><td>128&ndash;255</td><td>0</td>"
+                       "<td>&ndash;</td><td>0</td><td>&ndash;</td></tr>"),
+            std::string::npos)
+      << table;  // an empty bin
+  EXPECT_EQ(table.find("data-min-tokens=\"4\""), std::string::npos);
+  EXPECT_EQ(table.find("data-min-tokens=\"1024\""), std::string::npos);
+  // Per policy: the served requests of at most A tokens (the skipped 50-token one not counted).
+  EXPECT_NE(page.find("<li data-policy=\"old\" data-hit-alignment=\"48\" "
+                      "data-scheduler-block=\"48\" data-never-hit-short-requests=\"1\">"),
+            std::string::npos);
+  EXPECT_NE(page.find("<li data-policy=\"new\" data-hit-alignment=\"16\" "
+                      "data-scheduler-block=\"48\" data-never-hit-short-requests=\"1\">"),
+            std::string::npos);
+}
+
+// A replay on a hybrid plan: full attention with 16-token blocks and sliding window with 24-token
+// blocks give S = lcm(16, 24) = 48 and, without fine-grained hits, A = S = 48 (docs/semantics.md
+// §7). The hit is at most floor((L-1) / A) * A (§9.1, §9.3), so the prompts of 40 and 48 tokens
+// never hit although an earlier prompt holds them whole, where full attention alone (A = 16) hits
+// 32 of each; the chart and its per-policy line say so.
+TEST(HtmlReportTest, CliffOnAHybridPlanReplay) {
+  using testing_engine::MustReplay;
+  using testing_engine::Req;
+  using testing_engine::SmallEngine;
+  using testing_kv::Group;
+  using testing_kv::Iota;
+  const KvPlan hybrid = testing_kv::Plan(
+      {Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 24, /*window=*/1024)},
+      /*num_blocks=*/256, /*s=*/48, /*h=*/8, /*a=*/48);
+  const KvPlan full = testing_kv::Unitary(LayerKind::kFullAttention, 16, 256);
+  // One at a time (a second apart): each finds the earlier prompts cached.
+  const std::vector<int> lengths = {100, 40, 48, 49, 100, 300};
+  std::vector<Request> reqs;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    reqs.push_back(Req(i, 1000.0 * static_cast<double>(i), Iota(lengths[i]), 2));
+  }
+  ReplayResult h = MustReplay(hybrid, SmallEngine(512), reqs);
+  ReplayResult f = MustReplay(full, SmallEngine(512), reqs);
+  h.policy = "hybrid";
+  f.policy = "full";
+  ASSERT_EQ(h.per_request.size(), lengths.size());
+  ASSERT_EQ(f.per_request.size(), lengths.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t L = lengths[i];
+    EXPECT_LE(h.per_request[i].hit_tokens, (L - 1) / 48 * 48) << L;
+    if (L < 48 + 1) {
+      EXPECT_EQ(h.per_request[i].hit_tokens, 0) << L;
+    }
+  }
+  EXPECT_EQ(f.per_request[1].hit_tokens, 32);  // L 40 under A = 16
+  EXPECT_EQ(f.per_request[2].hit_tokens, 32);  // L 48
+  EXPECT_EQ(h.per_request[3].hit_tokens, 48);  // L 49 = A + 1: past the cliff
+
+  const std::string page = ComparisonHtml({h, f}, "hybrid");
+  EXPECT_NE(page.find("data-chart=\"block-size-cliff\""), std::string::npos);
+  EXPECT_NE(page.find(">hybrid: A = S = 48</text>"), std::string::npos);
+  EXPECT_NE(page.find(">full: A = S = 16</text>"), std::string::npos);
+  // Shorter than A + 1: 40 and 48 under the hybrid plan; none under A = 16.
+  EXPECT_NE(page.find("<li data-policy=\"hybrid\" data-hit-alignment=\"48\" "
+                      "data-scheduler-block=\"48\" data-never-hit-short-requests=\"2\">"),
+            std::string::npos);
+  EXPECT_NE(page.find("<li data-policy=\"full\" data-hit-alignment=\"16\" "
+                      "data-scheduler-block=\"16\" data-never-hit-short-requests=\"0\">"),
+            std::string::npos);
+  // The [32,63] bin (40, 48, 49 tokens): hybrid hits only the 49-token prompt's 48 of 137.
+  EXPECT_NE(page.find("<tr data-min-tokens=\"32\"><td>32&ndash;63</td><td>3</td><td>35.0</td>"),
+            std::string::npos)
+      << Section(page, "<table class=\"cliff\">", "</table>");
 }
 
 }  // namespace
