@@ -6,8 +6,11 @@
 
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/engine.h"
@@ -157,6 +160,50 @@ TEST(FleetTest, SessionKeepsEverySessionOnOneReplica) {
     used.insert(*replicas.begin());
   }
   EXPECT_GT(used.size(), 1u);  // 6 sessions do not all hash to one of 4 replicas
+}
+
+// The session router's consistent-hash ring (sim/fleet/routers/session.cc): 64 points per replica
+// r at Mix(r << 32 | v), v < 64, and a session at Mix(FNV-1a(session id)), where Mix is the
+// splitmix64 finalizer; a session goes to the first point at or after its hash, and a hash past
+// the last point wraps around to the first point of the ring. The ring is rebuilt here from that
+// description and every session id s0..s9999 must land where it says, the wrapped ones included.
+// Eight replicas: with fewer, replica 0 holds both the first point (Mix(0) = 0) and the last.
+TEST(FleetTest, SessionRingWrapsAroundToItsFirstPoint) {
+  auto mix = [](uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  auto session_hash = [&](const std::string& id) {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bits
+    for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ULL;
+    return mix(h);
+  };
+  constexpr int kReplicas = 8;
+  std::map<uint64_t, int> ring;  // point -> replica
+  for (int r = 0; r < kReplicas; ++r) {
+    for (uint64_t v = 0; v < 64; ++v) ring[mix((static_cast<uint64_t>(r) << 32) | v)] = r;
+  }
+  ASSERT_EQ(ring.size(), 64u * kReplicas);
+  const int first = ring.begin()->second, last = ring.rbegin()->second;
+  ASSERT_NE(first, last) << "the wrap-around would not show";
+  fleet::RouterConfig config;
+  config.num_replicas = kReplicas;
+  auto router = fleet::NewRouter("session", config);
+  ASSERT_TRUE(router.ok()) << router.status();
+  std::vector<std::unique_ptr<Simulator>> replicas;  // unused: every request has a session
+  fleet::FleetView view(&replicas);
+  int wrapped = 0;
+  for (int i = 0; i < 10000; ++i) {
+    Request q;
+    q.session_id = absl::StrCat("s", i);
+    const auto it = ring.lower_bound(session_hash(q.session_id));
+    const int want = it == ring.end() ? first : it->second;
+    wrapped += it == ring.end() ? 1 : 0;
+    ASSERT_EQ((*router)->Route(q, view), want) << q.session_id;
+  }
+  // Some of them hash past the last point (the arc from it to 2^64 is about 0.08% of the ring).
+  EXPECT_GT(wrapped, 0);
 }
 
 TEST(FleetTest, KvAwareFollowsTheCachedPrefix) {
@@ -370,6 +417,31 @@ TEST(FleetTest, AutoSizingFindsTheSmallestFleetThatKeepsUp) {
   for (const auto& [n, ok] : keeps) EXPECT_EQ(ok, n >= f.replicas) << n;
   EXPECT_LE(static_cast<double>(result->sim_time_ns), 1.1 * static_cast<double>(f.trace_span_ns));
   EXPECT_LE(result->ttft.p99_ms, 100);
+}
+
+// --replicas auto judges a fleet by "simulated span at most 1.1 x the trace's arrival span"
+// (sim/fleet/auto_size.cc): a span of exactly 1.1 x keeps up. Two requests 1 s apart, each alone
+// on an idle replica for 10 steps of 10 ms (a prefill that samples the first of its 10 output
+// tokens, then 9 decode steps): the last finishes at 1.1 s, so the simulated span is 1.1 s for an
+// arrival span of 1 s (1.1 x 1e9 rounds to exactly 1.1e9 in double), and one replica is enough.
+TEST(FleetTest, AutoSizingAcceptsASpanExactlyAtTheSlack) {
+  const std::vector<Request> reqs = {Req(0, 0, Iota(8, 1), 10), Req(1, 1000, Iota(8, 100), 10)};
+  EngineConfig e = SmallEngine(64, /*step_us=*/10000);
+  e.fleet.auto_replicas = true;
+  e.fleet.router = "least_loaded";
+  e.fleet.ttft_slo_ms = 1000;
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
+  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    return std::make_unique<VectorTrace>(reqs);
+  };
+  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const FleetSummary& f = *result->fleet;
+  EXPECT_EQ(f.trace_span_ns, 1'000'000'000);
+  EXPECT_EQ(result->sim_time_ns, 1'100'000'000);
+  EXPECT_EQ(f.replicas, 1);
+  ASSERT_EQ(f.probes.size(), 1u);
+  EXPECT_TRUE(f.probes[0].keeps_up);
 }
 
 TEST(FleetTest, AutoSizingNamesAnUnreachableSlo) {

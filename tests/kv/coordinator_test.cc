@@ -43,6 +43,14 @@ class CoordinatorTest : public ::testing::Test {
     ids_[{g, j}] = b;
     return b;
   }
+  // Publishes a block of group g under the fine hash f (a partial entry or a mamba state at the
+  // H boundary (f + 1) * H, partial hits only) and returns its id.
+  BlockId CacheFine(int g, int64_t f) {
+    const BlockId b = pool_->Allocate();
+    EXPECT_TRUE(pool_->Cache(b, g, hashes_[f]));
+    pool_->Free(b);
+    return b;
+  }
   int64_t Find(int64_t max_hit, int64_t alignment = 0) {
     return coord_->FindLongestCacheHit(
         pool_->hit_index(), hashes_.data(), static_cast<int64_t>(hashes_.size()), max_hit,
@@ -127,6 +135,56 @@ TEST_F(CoordinatorTest, HybridEagleDrop) {
   EXPECT_EQ(Find(39), 16);  // 24 cached, one unit dropped
   CacheBlock(0, 3);         // now 32 cached: 24 survives
   EXPECT_EQ(Find(39), 24);
+}
+
+// docs/semantics.md §9.2 sliding window: "if drop_eagle: drop one block, then re-align to A". Both
+// groups eagle (no drafter MLA group: every group is flagged, §9.4). Full B = 8 (blocks 0..3),
+// SWA B = 4 with W = 33 (need cdiv(32, 4) + 1 = 9), SWA blocks 0..4 (20 tokens); S = A = 8, H = 4.
+// Full: 32, minus one unit (8) = 24. SWA, searching to 24 + 4 = 28 (§9.3): no run of 9, so only
+// the run from block 0 counts: 5 blocks, aligned to 4 (16 tokens); the drop leaves 3 (12), which
+// re-aligns to 2 blocks: 8.
+TEST_F(CoordinatorTest, SlidingWindowEagleDropRealigns) {
+  Init(Plan({Group(LayerKind::kFullAttention, 8, 0, /*eagle=*/true),
+             Group(LayerKind::kSlidingWindow, 4, 33, /*eagle=*/true)},
+            32, 8, 4, 8),
+       40);
+  for (int j = 0; j < 4; ++j) CacheBlock(0, j);
+  for (int j = 0; j < 5; ++j) CacheBlock(1, j);
+  EXPECT_EQ(Find(39), 8);
+  EXPECT_EQ(out_[0], (std::vector<BlockId>{Id(0, 0)}));
+  EXPECT_EQ(out_[1], (std::vector<BlockId>{Id(1, 0), Id(1, 1)}));
+}
+
+// docs/semantics.md §9.3 / §9.4 with partial hits: the eagle group searches one unit (H) past the
+// candidate, not one of its blocks. An MLA target (group 0), an MLA drafter, the eagle group
+// (group 1; §9.4: drafter MLA groups are the eagle groups), and a mamba group, all B = 8; S = 8,
+// H = A = 2 (fine-grained hits). 48 tokens, max_hit 47.
+//   target: blocks 0..3 (32 tokens), nothing after;
+//   drafter: blocks 0..3 and a partial entry at 36 (fine hash 17), none at 34;
+//   mamba: states at 30 and 32.
+// Pass 1: the target gives 32. The drafter searches to 32 + 2 = 34: blocks 0..3 and no entry at
+// 34, so 32, minus the dropped unit: 30. Mamba has a state at 30. Pass 2 confirms 30. (Searching a
+// whole block past, to 40, would reach the entry at 36 and accept 34, then mamba's 32.)
+TEST_F(CoordinatorTest, PartialHitsEagleGroupSearchesOneUnitPast) {
+  KvPlan plan = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMla, 8, 0, /*eagle=*/true),
+                      Group(LayerKind::kMamba, 8)},
+                     64, 8, 2, 2);
+  plan.partial_hits = true;
+  Init(plan, 48);
+  for (int j = 0; j < 4; ++j) {
+    CacheBlock(0, j);
+    CacheBlock(1, j);
+  }
+  CacheFine(1, 17);  // drafter's tail at 36
+  CacheFine(2, 14);  // state at 30
+  CacheFine(2, 15);  // state at 32
+  EXPECT_EQ(Find(47), 30);
+  EXPECT_EQ(out_[0].size(), 4u);  // cdiv(30, 8)
+  EXPECT_EQ(out_[1].size(), 4u);
+  EXPECT_EQ(out_[2].size(), 4u);
+  // With the drafter's entry one unit past the candidate (34), 32 survives the drop.
+  CacheFine(1, 16);
+  EXPECT_EQ(Find(47), 32);
 }
 
 // docs/semantics.md §9.2 mamba: the last cached state whose end is A-aligned; S = 16, A = 16, B =

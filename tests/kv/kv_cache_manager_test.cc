@@ -186,6 +186,34 @@ TEST(KvCacheManagerTest, DesignNoteExampleSevenPlusTwoPlusTwo) {
   Finish(m, a);
 }
 
+// docs/semantics.md §10.3 and §11 (multi-module MTP): a sliding window frees only the blocks
+// before skipped = max(0, n - W + 1 - extra_retained), where extra_retained = num_reprefillable =
+// k - 1 keeps the tokens the drafter re-prefills. Full B = 4, SWA B = 4 with W = 5, S = H = A = 4,
+// k = 3 (num_reprefillable 2). After 16 computed tokens: skipped = 16 - 5 + 1 - 2 = 10, so SWA
+// blocks [0, 10 / 4) = [0, 2) go and blocks 2, 3 stay; without the extra tokens skipped would be
+// 12 and block 2 would go too.
+TEST(KvCacheManagerTest, SlidingWindowKeepsTheTokensRetainedForMtp) {
+  KvPlan plan = Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 4, 5)},
+                     32, 4, 4, 4);
+  for (const int64_t reprefillable : {2, 0}) {
+    SCOPED_TRACE(reprefillable);
+    KvCacheOptions o = Checked();
+    o.num_reprefillable_tokens = reprefillable;
+    KvCacheManager m(plan, o);
+    const Request a = Literal(1, Iota(16));
+    m.AddRequest(&a);
+    m.GetComputedBlocks(1);
+    ASSERT_TRUE(m.AllocateSlots(1, 0, 16, 0, 0));
+    ASSERT_TRUE(m.AllocateSlots(1, 16, 0, 0, 0));  // next step: out-of-window blocks are freed
+    const std::vector<int32_t> swa = m.BlockTable(1, 1);
+    ASSERT_EQ(swa.size(), 4u);
+    const int freed = reprefillable == 2 ? 2 : 3;  // (16 - 5 + 1 - reprefillable) / 4
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(swa[i] == 0, i < freed) << i;
+    EXPECT_EQ(m.NumHeldBlocks(1), 4 + 4 - freed);
+    Finish(m, a);
+  }
+}
+
 // docs/semantics.md §10.2: the SWA reachable mask. Full B = 8, SWA B = 4 with W = 5 (need 1), S = A
 // = 8, H = 4: per segment A/B = 2 SWA blocks, only the last one before each A-boundary is
 // published.

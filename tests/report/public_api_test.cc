@@ -1,14 +1,18 @@
 // The public report writers (include/prefixsim/report.h) give what the CLI prints for the same
-// replay: an embedder using only the public API gets the CLI's reports byte for byte.
+// replay: an embedder using only the public API gets the CLI's reports byte for byte; and the
+// figures the JSON summary derives from a hand-made result.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "prefixsim/engine.h"
 #include "prefixsim/engine_config.h"
 #include "prefixsim/kv_plan.h"
@@ -80,6 +84,34 @@ TEST(PublicReportTest, ComparisonJsonAndTextEqualTheCli) {
   EXPECT_THAT(cli.output, HasSubstr(ComparisonReportText(results)));
   EXPECT_THAT(ComparisonReportHtml(results, "old vs new"), HasSubstr("<html"));
   std::filesystem::remove(json);
+}
+
+// lost_to_alignment_per_request: nearest-rank percentiles, the smallest value that at least q·n
+// of the n requests do not exceed, i.e. the value at rank ceil(q·n) of the sorted losses.
+TEST(PublicReportTest, LostToAlignmentPercentilesAreNearestRank) {
+  auto per_request = [](const std::map<int64_t, int64_t>& losses) {
+    ReplayResult r;
+    r.policy = "p";
+    r.lost_to_alignment_requests = losses;
+    return nlohmann::json::parse(ReplayReportJson(r))["lost_to_alignment_per_request"];
+  };
+  // Sorted losses 0, 16, 64: p50 is rank ceil(1.5) = 2 (16), p90 and p99 rank 3 (64).
+  nlohmann::json j = per_request({{0, 1}, {16, 1}, {64, 1}});
+  EXPECT_EQ(j["requests"], 3);
+  EXPECT_EQ(j["requests_with_loss"], 2);
+  EXPECT_EQ(j["p50_tokens"], 16);
+  EXPECT_EQ(j["p90_tokens"], 64);
+  EXPECT_EQ(j["p99_tokens"], 64);
+  EXPECT_EQ(j["max_tokens"], 64);
+  // Nine requests without loss and one losing 128: p90 is rank 9 (0), p99 rank ceil(9.9) = 10.
+  j = per_request({{0, 9}, {128, 1}});
+  EXPECT_EQ(j["p50_tokens"], 0);
+  EXPECT_EQ(j["p90_tokens"], 0);
+  EXPECT_EQ(j["p99_tokens"], 128);
+  // One request: every percentile is its loss (rank at least 1).
+  j = per_request({{48, 1}});
+  EXPECT_EQ(j["p50_tokens"], 48);
+  EXPECT_EQ(j["p99_tokens"], 48);
 }
 
 }  // namespace
