@@ -76,6 +76,9 @@ class KvCacheCoordinator {
   // (docs/semantics.md §10.2). The largest is returned by MaxCacheLimit.
   int64_t CacheLimit(int g, int64_t n) const { return LimitFor(g, n, RoundedForCache(n)); }
   int64_t MaxCacheLimit(int64_t n) const;
+  // What every prefix-cacheable group may cache of n tokens (the round-down to S in hybrid plans
+  // without partial hits; n otherwise).
+  int64_t CommonCacheLimit(int64_t n) const { return partial_hits_ ? n : RoundedForCache(n); }
   // Of n computed tokens, those the finest prefix-cacheable group could publish at its own block
   // boundary but that CacheLimit keeps out (the hybrid round-down to S). 0 for unitary plans.
   int64_t UnpublishedAlignmentTokens(int64_t n) const;

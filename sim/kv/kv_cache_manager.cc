@@ -70,9 +70,10 @@ struct KvCacheManager::Rep {
     // compute, counted in in_flight_; and what the last lookup saw.
     int64_t in_flight_from = 0;
     int64_t in_flight_to = 0;
-    int64_t fine_hit = 0;      // the lookup at H (hit + alignment loss)
-    int64_t shadow_alive = 0;  // leading U-blocks alive in the shadow
-    int limiting_group = 0;    // FindLongestCacheHit's limiting_group
+    int64_t shadow_published = 0;  // held U-blocks [0, shadow_published) marked published
+    int64_t fine_hit = 0;          // the lookup at H (hit + alignment loss)
+    int64_t shadow_alive = 0;      // leading U-blocks alive in the shadow
+    int limiting_group = 0;        // FindLongestCacheHit's limiting_group
   };
 
   Rep(const KvPlan& plan, const KvCacheOptions& options)
@@ -186,6 +187,7 @@ struct KvCacheManager::Rep {
     st.quiet_valid = false;
     st.shadow_held = 0;
     st.in_flight_from = st.in_flight_to = 0;
+    st.shadow_published = 0;
     st.prev_verified_end = 0;
     st.prev_had_drafts = false;
     return KvRequestHandle{slot};
@@ -465,7 +467,11 @@ struct KvCacheManager::Rep {
       const int64_t held_before = st.shadow_held;
       shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
                     &st.shadow_held);
-      if (attribution_) NoteComputed(st, held_before, st.shadow_held);
+      if (attribution_) {
+        NoteComputed(st, held_before, st.shadow_held);
+        shadow_->MarkPublished(st.hashes.data(), coord_.CommonCacheLimit(n) / shadow_->unit(),
+                               st.shadow_held, &st.shadow_published);
+      }
     }
     const int64_t limit = coord_.MaxCacheLimit(n);
     if (limit <= 0) return;
@@ -527,6 +533,7 @@ struct KvCacheManager::Rep {
     coord_.FreeAll(st.groups.data());
     if (attribution_) DropInFlight(st);
     if (shadow_) shadow_->Release(st.hashes.data(), &st.shadow_held, clock_before_free);
+    st.shadow_published = 0;
     st.has_pending = false;
     for (auto& p : st.pending) p.clear();
     if (options_.check_invariants) CheckInvariants();
@@ -603,26 +610,32 @@ struct KvCacheManager::Rep {
            history_->ComputedBy(shadow_->BlockHash(fine, computed_here).hash, replica_)) {
       ++computed_here;
     }
-    int64_t t[7];
+    // Of the shadow's prefix, the part some holder was allowed to publish: past it, only the
+    // round-down to S kept the blocks out of the cache (alignment); before it, a group failed to
+    // keep what was published (not_checkpointed).
+    const int64_t fine_blocks = std::min(st.fine_hit / unit, alive);
+    const int64_t published = shadow_->FirstUnpublished(fine, fine_blocks, alive);
+    int64_t t[8];
     t[0] = h_tokens;
     t[1] = std::max(t[0], std::min(st.fine_hit, cap));
-    t[2] = std::max(t[1], std::min(ShadowHit(alive), cap));
-    t[3] = std::max(t[2], usable(pending * unit));
-    t[4] = std::max(t[3], usable(computed_here * unit));
-    t[5] = std::max(t[4], usable(sighting.elsewhere_tokens));
-    t[6] = std::max(t[5], usable(sighting.fleet_known_tokens));
+    t[2] = std::max(t[1], usable(published * unit));
+    t[3] = std::max(t[2], std::min(ShadowHit(alive), cap));
+    t[4] = std::max(t[3], usable(pending * unit));
+    t[5] = std::max(t[4], usable(computed_here * unit));
+    t[6] = std::max(t[5], usable(sighting.elsewhere_tokens));
+    t[7] = std::max(t[6], usable(sighting.fleet_known_tokens));
     MissAttribution m;
     m.tokens[static_cast<int>(MissCause::kHit)] = t[0];
-    m.tokens[static_cast<int>(MissCause::kAlignment)] = t[1] - t[0];
+    m.tokens[static_cast<int>(MissCause::kAlignment)] = (t[1] - t[0]) + (t[3] - t[2]);
     m.tokens[static_cast<int>(MissCause::kNotCheckpointed)] = t[2] - t[1];
-    m.tokens[static_cast<int>(MissCause::kInFlight)] = t[3] - t[2];
-    m.tokens[static_cast<int>(MissCause::kEvicted)] = (t[4] - t[3]) + (t[6] - t[5]);
-    m.tokens[static_cast<int>(MissCause::kElsewhere)] = t[5] - t[4];
-    m.tokens[static_cast<int>(MissCause::kCompulsory)] = cap - t[6];
+    m.tokens[static_cast<int>(MissCause::kInFlight)] = t[4] - t[3];
+    m.tokens[static_cast<int>(MissCause::kEvicted)] = (t[5] - t[4]) + (t[7] - t[6]);
+    m.tokens[static_cast<int>(MissCause::kElsewhere)] = t[6] - t[5];
+    m.tokens[static_cast<int>(MissCause::kCompulsory)] = cap - t[7];
     m.tokens[static_cast<int>(MissCause::kTail)] = num_tokens - cap;
-    m.evicted_on_other_replicas = t[6] - t[5];
+    m.evicted_on_other_replicas = t[7] - t[6];
     m.evicted_by = BreakerOf(st.limiting_group);
-    if (t[5] > t[4]) m.elsewhere_replica = sighting.elsewhere_replica;
+    if (t[6] > t[5]) m.elsewhere_replica = sighting.elsewhere_replica;
     PREFIXSIM_CHECK(m.total() == num_tokens);
     return m;
   }

@@ -53,6 +53,25 @@ void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_block
   MaybeSweep();
 }
 
+void ShadowIndex::MarkPublished(const HashPair* fine, int64_t num_blocks, int64_t held,
+                                int64_t* marked) {
+  const int64_t end = std::min(num_blocks, held);
+  for (int64_t j = *marked; j < end; ++j) {
+    auto it = map_.find(BlockHash(fine, j).hash);
+    PREFIXSIM_DCHECK(it != map_.end());
+    it->second.published = true;
+  }
+  *marked = std::max(*marked, end);
+}
+
+int64_t ShadowIndex::FirstUnpublished(const HashPair* fine, int64_t from, int64_t to) const {
+  for (int64_t j = from; j < to; ++j) {
+    auto it = map_.find(BlockHash(fine, j).hash);
+    if (it == map_.end() || !it->second.published) return j;
+  }
+  return to;
+}
+
 void ShadowIndex::Release(const HashPair* fine, int64_t* held, int64_t clock_before_free) {
   // The request's own cached blocks, freed just now tail first, got the stamps
   // (clock_before_free, clock]: its shadow blocks take stamps spread over the same range in the

@@ -48,6 +48,13 @@ class ShadowIndex {
   // The request now holds its U-blocks [0, num_blocks): takes a reference on blocks
   // [*held, num_blocks) (publishing new ones) and advances *held. Stops at a hash collision.
   void Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t* held);
+  // The request's held blocks [*marked, min(num_blocks, held)) are ones the real cache's caching
+  // rule let it publish (below the round-down to S); advances *marked. For miss attribution.
+  void MarkPublished(const HashPair* fine, int64_t num_blocks, int64_t held, int64_t* marked);
+  // The first block in [from, to) that no holder was ever allowed to publish, or `to`.
+  // REQUIRES: blocks [from, to) alive (AliveBlocks).
+  int64_t FirstUnpublished(const HashPair* fine, int64_t from, int64_t to) const;
+
   // Drops the request's references on its blocks [0, *held) and sets *held = 0; entries whose
   // last holder leaves take the stamp of a real block freed now (see Release in shadow_index.cc).
   // `clock_before_free`: the pool's free clock before the request's real blocks were freed.
@@ -60,7 +67,8 @@ class ShadowIndex {
   struct Entry {
     uint64_t check = 0;
     int32_t refs = 0;
-    int64_t stamp = 0;  // free clock when the last holder released it
+    bool published = false;  // the real cache's caching rule ever let a holder publish it
+    int64_t stamp = 0;       // free clock when the last holder released it
   };
   bool Alive(const Entry& e) const { return e.refs > 0 || e.stamp > pool_->eviction_horizon(); }
   // Drops dead entries once the map has doubled since the last sweep (amortized O(1)).

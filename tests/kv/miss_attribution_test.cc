@@ -1,0 +1,324 @@
+// Miss attribution (docs/design.md §7, sim/kv/miss_attribution.h): each cause constructed on
+// purpose and named, the causes adding up to the tokens looked up, and the fleet's causes
+// (elsewhere, evicted on another replica) through whole replays.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "prefixsim/engine.h"
+#include "prefixsim/engine_config.h"
+#include "prefixsim/kv_cache_manager.h"
+#include "prefixsim/kv_plan.h"
+#include "prefixsim/miss_causes.h"
+#include "prefixsim/model.h"
+#include "sim/kv/compute_history.h"
+#include "sim/kv/miss_attribution.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/kv/kv_test_util.h"
+
+namespace prefixsim {
+namespace {
+
+using testing_engine::MustReplay;
+using testing_engine::Req;
+using testing_engine::SmallEngine;
+using testing_engine::VectorTrace;
+using testing_kv::Checked;
+using testing_kv::Concat;
+using testing_kv::Group;
+using testing_kv::Iota;
+using testing_kv::Literal;
+using testing_kv::Plan;
+using testing_kv::Unitary;
+
+int64_t Of(const MissAttribution& m, MissCause c) { return m.of(c); }
+
+// A manager with attribution on, as a single engine has it.
+struct Attributed {
+  explicit Attributed(const KvPlan& plan, KvCacheOptions options = Checked()) : m(plan, options) {
+    kv::EnableMissAttribution(m, nullptr, 0);
+  }
+  // Admits `r`: lookup, attribution, then the first allocation up to `first_end` (the prompt end
+  // when 0).
+  MissAttribution Admit(const Request& r, int64_t first_end = 0) {
+    m.AddRequest(&r);
+    const PrefixHit hit = m.GetComputedBlocks(r.id);
+    const MissAttribution a = kv::AttributeMiss(m, m.Handle(r.id), hit, {});
+    EXPECT_EQ(a.total(), r.prompt_tokens) << "causes must add up to the tokens looked up";
+    const int64_t end = first_end > 0 ? first_end : r.prompt_tokens;
+    EXPECT_TRUE(m.AllocateSlots(r.id, 0, end - hit.hit_tokens, hit.hit_tokens, 0));
+    computed_end = end;
+    return a;
+  }
+  // Runs the admitted request's prefill on through `ends`.
+  void Continue(const Request& r, std::vector<int64_t> ends) {
+    for (int64_t end : ends) {
+      EXPECT_TRUE(m.AllocateSlots(r.id, computed_end, end - computed_end, 0, 0));
+      computed_end = end;
+    }
+  }
+  void Finish(const Request& r) {
+    m.Free(r.id);
+    m.RemoveRequest(r.id);
+  }
+  KvCacheManager m;
+  int64_t computed_end = 0;
+};
+
+// Full attention B = 4 (U = A = 4). A first request's prompt is all compulsory but the tail: the
+// last token is never a hit (docs/semantics.md §9.1), so 22 tokens give blocks up to 20 and a
+// tail of 2.
+TEST(MissAttributionTest, FirstOccurrenceIsCompulsoryAndTheLastPartialBlockIsTail) {
+  Attributed a(Unitary(LayerKind::kFullAttention, 4, 64));
+  const Request r = Literal(1, Iota(22));
+  const MissAttribution m = a.Admit(r);
+  EXPECT_EQ(Of(m, MissCause::kHit), 0);
+  EXPECT_EQ(Of(m, MissCause::kCompulsory), 20);
+  EXPECT_EQ(Of(m, MissCause::kTail), 2);
+  EXPECT_EQ(m.main_cause(), MissCause::kCompulsory);
+}
+
+// The second turn hits the first's 20 cached tokens; its new blocks [20, 28) were never computed
+// (compulsory); 31 - 28 = 3 tail tokens.
+TEST(MissAttributionTest, AHitAndTheNewPartIsCompulsory) {
+  Attributed a(Unitary(LayerKind::kFullAttention, 4, 64));
+  const Request r1 = Literal(1, Iota(22));
+  a.Admit(r1);
+  a.Finish(r1);
+  const Request r2 = Literal(2, Concat(Iota(22), Iota(9, 100)));
+  const MissAttribution m = a.Admit(r2);
+  EXPECT_EQ(Of(m, MissCause::kHit), 20);
+  EXPECT_EQ(Of(m, MissCause::kCompulsory), 8);
+  EXPECT_EQ(Of(m, MissCause::kTail), 3);
+  EXPECT_EQ(Of(m, MissCause::kEvicted), 0);
+}
+
+// 11 usable blocks: 44 unrelated tokens evict every block of the first request (§10.4); its 20
+// computed tokens are then `evicted`, broken by the only group, full attention.
+TEST(MissAttributionTest, EvictedByTheGroupThatLostItsBlocks) {
+  Attributed a(Unitary(LayerKind::kFullAttention, 4, 12));
+  const Request r1 = Literal(1, Iota(22));
+  a.Admit(r1);
+  a.Finish(r1);
+  const Request filler = Literal(3, Iota(44, 1000));
+  a.Admit(filler);
+  EXPECT_EQ(a.m.num_free_blocks(), 0);
+  a.Finish(filler);
+  const Request r2 = Literal(2, Concat(Iota(22), {500, 501, 502}));
+  const MissAttribution m = a.Admit(r2);
+  EXPECT_EQ(Of(m, MissCause::kHit), 0);
+  EXPECT_EQ(Of(m, MissCause::kEvicted), 20);
+  EXPECT_EQ(m.evicted_on_other_replicas, 0);
+  EXPECT_EQ(m.evicted_by, EvictionBreaker::kFullAttention);
+  EXPECT_EQ(Of(m, MissCause::kCompulsory), 4);  // [20, 24): new tokens
+  EXPECT_EQ(Of(m, MissCause::kTail), 1);
+  EXPECT_EQ(m.main_cause(), MissCause::kEvicted);
+}
+
+// The first request has computed 8 of its 22 tokens when an identical one arrives: the second hits
+// those 8, and the blocks [8, 20) are in flight (the first will compute them next step). Once the
+// first has computed them they are no longer in flight but a hit.
+TEST(MissAttributionTest, InFlightWhileAnotherRequestComputesTheSamePrefix) {
+  Attributed a(Unitary(LayerKind::kFullAttention, 4, 64));
+  const Request r1 = Literal(1, Iota(22));
+  a.Admit(r1, /*first_end=*/8);
+  const Request r2 = Literal(2, Iota(22));
+  const MissAttribution m = a.Admit(r2, /*first_end=*/12);
+  EXPECT_EQ(Of(m, MissCause::kHit), 8);
+  EXPECT_EQ(Of(m, MissCause::kInFlight), 12);
+  EXPECT_EQ(Of(m, MissCause::kCompulsory), 0);
+  EXPECT_EQ(Of(m, MissCause::kTail), 2);
+  EXPECT_EQ(m.main_cause(), MissCause::kInFlight);
+  a.computed_end = 8;
+  a.Continue(r1, {22});
+  const Request r3 = Literal(3, Iota(22));
+  const MissAttribution later = a.Admit(r3);
+  EXPECT_EQ(Of(later, MissCause::kHit), 20);
+  EXPECT_EQ(Of(later, MissCause::kInFlight), 0);
+}
+
+// A request freed (preempted) before computing its prompt takes its blocks out of flight.
+TEST(MissAttributionTest, FreeingARequestTakesItsBlocksOutOfFlight) {
+  Attributed a(Unitary(LayerKind::kFullAttention, 4, 64));
+  const Request r1 = Literal(1, Iota(22));
+  a.Admit(r1, /*first_end=*/4);
+  a.m.Free(r1.id);
+  const Request r2 = Literal(2, Iota(22));
+  const MissAttribution m = a.Admit(r2);
+  EXPECT_EQ(Of(m, MissCause::kInFlight), 0);
+  EXPECT_EQ(Of(m, MissCause::kHit), 4);
+  EXPECT_EQ(Of(m, MissCause::kCompulsory), 16);
+}
+
+KvPlan KimiPlan(const char* policy) {
+  auto model = LoadModel("kimi-k3-like");
+  auto engine = LoadEngine("kimi-k3-dspark");
+  EXPECT_TRUE(model.ok() && engine.ok());
+  auto plan = ResolveKvPlan(*model, *engine, policy);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : KvPlan{};
+}
+
+// The PR #53007 plan (old: S = A = 13,824, U = 1536; docs/semantics.md §13.B). Turn 1 computes
+// 20,000 tokens; turn 2 repeats them and adds 1,000 (cap: the last 1536 boundary before 21,000 is
+// 19,968; tail 1,032).
+// * Prefill steps ending at 13,824 and 19,968: the mamba state at 13,824 is cached (a step ends
+//   there, §10.2), so the hit is 13,824; [13,824, 19,968) was computed but the round-down to S
+//   kept it unpublished: `alignment`.
+// * Steps ending at 7,680 and 19,968: no step ends at 13,824, so the mamba group never caches its
+//   state there although full attention published its blocks: the hit is 0 and [0, 13,824) is
+//   `not_checkpointed` (vLLM #42317's mechanism), the rest `alignment` as before.
+// * Under new (S = 1536) the hit reaches 19,968 either way.
+TEST(MissAttributionTest, Pr53007AlignmentAndNotCheckpointed) {
+  const Request turn1 = Literal(1, Iota(20000));
+  const Request turn2 = Literal(2, Concat(Iota(20000), Iota(1000, 50000)));
+  {
+    Attributed a(KimiPlan("old"), KvCacheOptions{});
+    a.Admit(turn1, 13824);
+    a.Continue(turn1, {19968, 20000});
+    a.Finish(turn1);
+    const MissAttribution m = a.Admit(turn2);
+    EXPECT_EQ(Of(m, MissCause::kHit), 13824);
+    EXPECT_EQ(Of(m, MissCause::kAlignment), 19968 - 13824);
+    EXPECT_EQ(Of(m, MissCause::kNotCheckpointed), 0);
+    EXPECT_EQ(Of(m, MissCause::kCompulsory), 0);
+    EXPECT_EQ(Of(m, MissCause::kTail), 21000 - 19968);
+  }
+  {
+    Attributed a(KimiPlan("old"), KvCacheOptions{});
+    a.Admit(turn1, 7680);
+    a.Continue(turn1, {19968, 20000});
+    a.Finish(turn1);
+    const MissAttribution m = a.Admit(turn2);
+    EXPECT_EQ(Of(m, MissCause::kHit), 0);
+    EXPECT_EQ(Of(m, MissCause::kNotCheckpointed), 13824);
+    EXPECT_EQ(Of(m, MissCause::kAlignment), 19968 - 13824);
+    EXPECT_EQ(m.main_cause(), MissCause::kNotCheckpointed);
+  }
+  {
+    Attributed a(KimiPlan("new"), KvCacheOptions{});
+    a.Admit(turn1, 7680);
+    a.Continue(turn1, {19968, 20000});
+    a.Finish(turn1);
+    const MissAttribution m = a.Admit(turn2);
+    EXPECT_EQ(Of(m, MissCause::kHit), 19968);
+    EXPECT_EQ(Of(m, MissCause::kAlignment) + Of(m, MissCause::kNotCheckpointed), 0);
+  }
+}
+
+// With an EAGLE group the hit needs one block past it (docs/semantics.md §9.4): a prompt computed
+// whole before hits all but one U-block, and that block is tail, not compulsory.
+TEST(MissAttributionTest, EagleDropIsTail) {
+  Attributed a(Unitary(LayerKind::kFullAttention, 4, 64, 0, /*eagle=*/true));
+  const Request r1 = Literal(1, Iota(22));
+  a.Admit(r1);
+  a.Finish(r1);
+  const Request r2 = Literal(2, Iota(22));
+  const MissAttribution m = a.Admit(r2);
+  EXPECT_EQ(Of(m, MissCause::kHit), 16);
+  EXPECT_EQ(Of(m, MissCause::kCompulsory), 0);
+  EXPECT_EQ(Of(m, MissCause::kTail), 6);
+}
+
+// Whole replays: on random hybrid workloads with preemptions (a small pool), every admission's
+// causes add up to its tokens: the first admissions' totals equal vLLM's queries, the
+// re-admissions' the preempted queries, and each record's causes its prompt.
+TEST(MissAttributionTest, CausesAddUpOnRandomHybridReplays) {
+  std::mt19937_64 rng(7);
+  int64_t readmissions = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    const KvPlan plan =
+        trial % 2 == 0
+            ? Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 6, 13)},
+                   40 + 10 * trial, 12, 2, 12)
+            : Unitary(LayerKind::kFullAttention, 4, 30 + 10 * trial);
+    std::vector<Request> reqs;
+    for (int i = 0; i < 60; ++i) {
+      const int shared = static_cast<int>(rng() % 40);
+      const int own = 1 + static_cast<int>(rng() % 30);
+      reqs.push_back(Req(i, i * 3.0, Concat(Iota(shared), Iota(own, 1000 * (i + 1))),
+                         1 + static_cast<int64_t>(rng() % 20)));
+    }
+    const ReplayResult r = MustReplay(plan, SmallEngine(32), reqs);
+    ASSERT_TRUE(r.miss_causes.enabled);
+    EXPECT_EQ(r.miss_causes.first.total_tokens(), r.prefix_cache.queries) << trial;
+    EXPECT_EQ(r.miss_causes.first.tokens[static_cast<int>(MissCause::kHit)], r.prefix_cache.hits);
+    EXPECT_EQ(r.miss_causes.preempted.total_tokens(), r.prefix_cache.preempted_queries) << trial;
+    readmissions += r.miss_causes.preempted.admissions;
+    EXPECT_EQ(r.miss_causes.preempted.tokens[static_cast<int>(MissCause::kHit)],
+              r.prefix_cache.preempted_hits);
+    for (const RequestRecord& rec : r.per_request) {
+      if (rec.skipped.empty()) {
+        EXPECT_EQ(rec.miss.total(), rec.prompt_tokens) << rec.id;
+        EXPECT_EQ(rec.miss.of(MissCause::kHit), rec.hit_tokens) << rec.id;
+      }
+    }
+  }
+  EXPECT_GT(readmissions, 0) << "the pools are meant to be small enough to preempt";
+}
+
+// Two replicas, round robin: the second copy of a prompt goes to replica 1 while replica 0 holds
+// it: `elsewhere`, naming replica 0. Under kv_aware it goes to replica 0 and hits.
+TEST(MissAttributionTest, ElsewhereIsARoutingMiss) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
+  std::vector<Request> reqs = {Req(0, 0.0, Iota(22), 2), Req(1, 100.0, Iota(22), 2)};
+  EngineConfig engine = SmallEngine(64);
+  engine.fleet.replicas = 2;
+  engine.fleet.router = "round_robin";
+  const ReplayResult rr = MustReplay(plan, engine, reqs);
+  ASSERT_EQ(rr.per_request.size(), 2u);
+  const MissAttribution& m = rr.per_request[1].miss;
+  EXPECT_EQ(rr.per_request[1].replica, 1);
+  EXPECT_EQ(m.of(MissCause::kHit), 0);
+  EXPECT_EQ(m.of(MissCause::kElsewhere), 20);
+  EXPECT_EQ(m.elsewhere_replica, 0);
+  EXPECT_EQ(m.main_cause(), MissCause::kElsewhere);
+  EXPECT_EQ(rr.miss_causes.first.tokens[static_cast<int>(MissCause::kElsewhere)], 20);
+  engine.fleet.router = "kv_aware";
+  const ReplayResult kv = MustReplay(plan, engine, reqs);
+  EXPECT_EQ(kv.per_request[1].miss.of(MissCause::kHit), 20);
+  EXPECT_EQ(kv.per_request[1].miss.of(MissCause::kElsewhere), 0);
+}
+
+// A prefix computed only on replica 0 and evicted there (an unrelated prompt fills its cache)
+// before a copy reaches replica 1: computed before, no copy left: `evicted`, by another replica.
+TEST(MissAttributionTest, EvictedOnAnotherReplica) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 12);
+  std::vector<Request> reqs = {Req(0, 0.0, Iota(22), 2), Req(1, 50.0, Iota(8, 7000), 2),
+                               Req(2, 100.0, Iota(44, 1000), 2), Req(3, 200.0, Iota(22), 2)};
+  EngineConfig engine = SmallEngine(64);
+  engine.fleet.replicas = 2;
+  engine.fleet.router = "round_robin";  // 0, 1, 0, 1
+  const ReplayResult r = MustReplay(plan, engine, reqs);
+  ASSERT_EQ(r.per_request.size(), 4u);
+  ASSERT_EQ(r.per_request[3].replica, 1);
+  const MissAttribution& m = r.per_request[3].miss;
+  EXPECT_EQ(m.of(MissCause::kHit), 0);
+  EXPECT_EQ(m.of(MissCause::kEvicted), 20);
+  EXPECT_EQ(m.evicted_on_other_replicas, 20);
+  EXPECT_EQ(m.of(MissCause::kElsewhere), 0);
+  EXPECT_EQ(
+      r.miss_causes.first.evicted_tokens_by[static_cast<int>(EvictionBreaker::kOtherReplica)], 20);
+}
+
+// The history behind `evicted`, `elsewhere` and `compulsory`: per replica, more than 64 replicas.
+TEST(MissAttributionTest, ComputeHistoryKeepsEachReplicaApart) {
+  kv::ComputeHistory h(130);
+  h.Record(42, 3);
+  h.Record(42, 129);
+  h.Record(7, 64);
+  EXPECT_TRUE(h.ComputedBy(42, 3));
+  EXPECT_TRUE(h.ComputedBy(42, 129));
+  EXPECT_FALSE(h.ComputedBy(42, 64));
+  EXPECT_TRUE(h.ComputedByAny(7));
+  EXPECT_FALSE(h.ComputedByAny(8));
+  std::vector<int> seen;
+  h.ForEachReplica(42, [&](int r) { seen.push_back(r); });
+  EXPECT_EQ(seen, (std::vector<int>{3, 129}));
+}
+
+}  // namespace
+}  // namespace prefixsim
