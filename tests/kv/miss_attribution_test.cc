@@ -1,6 +1,8 @@
 // Miss attribution (docs/design.md §7, sim/kv/miss_attribution.h): each cause constructed on
 // purpose and named, the causes adding up to the tokens looked up, and the fleet's causes
 // (elsewhere, evicted on another replica) through whole replays.
+#include "sim/kv/miss_attribution.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "prefixsim/miss_causes.h"
 #include "prefixsim/model.h"
 #include "sim/kv/compute_history.h"
-#include "sim/kv/miss_attribution.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/kv/kv_test_util.h"
 
@@ -79,6 +80,20 @@ TEST(MissAttributionTest, FirstOccurrenceIsCompulsoryAndTheLastPartialBlockIsTai
   EXPECT_EQ(Of(m, MissCause::kCompulsory), 20);
   EXPECT_EQ(Of(m, MissCause::kTail), 2);
   EXPECT_EQ(m.main_cause(), MissCause::kCompulsory);
+}
+
+// vllm-ascend #7965's mechanism: a prompt of exactly n blocks, computed before, hits n - 1 of
+// them, since the last token is recomputed (docs/semantics.md §9.1); the whole last block is tail.
+TEST(MissAttributionTest, APromptOfWholeBlocksLosesItsLastBlockToTheTail) {
+  Attributed a(Unitary(LayerKind::kFullAttention, 4, 64));
+  const Request r1 = Literal(1, Iota(24));
+  a.Admit(r1);
+  a.Finish(r1);
+  const Request r2 = Literal(2, Iota(24));
+  const MissAttribution m = a.Admit(r2);
+  EXPECT_EQ(Of(m, MissCause::kHit), 20);
+  EXPECT_EQ(Of(m, MissCause::kTail), 4);
+  EXPECT_EQ(m.main_cause(), MissCause::kHit);
 }
 
 // The second turn hits the first's 20 cached tokens; its new blocks [20, 28) were never computed
@@ -300,8 +315,8 @@ TEST(MissAttributionTest, EvictedOnAnotherReplica) {
   EXPECT_EQ(m.of(MissCause::kEvicted), 20);
   EXPECT_EQ(m.evicted_on_other_replicas, 20);
   EXPECT_EQ(m.of(MissCause::kElsewhere), 0);
-  EXPECT_EQ(
-      r.miss_causes.first.evicted_tokens_by[static_cast<int>(EvictionBreaker::kOtherReplica)], 20);
+  EXPECT_EQ(r.miss_causes.first.evicted_tokens_by[static_cast<int>(EvictionBreaker::kOtherReplica)],
+            20);
 }
 
 // The history behind `evicted`, `elsewhere` and `compulsory`: per replica, more than 64 replicas.

@@ -43,6 +43,19 @@ TEST(PlannerTest, DecodeContextParallelismScalesAttentionBlocksNotMamba) {
   EXPECT_FALSE(plan.partial_hits);  // the mamba block is not larger than H
 }
 
+// A single group under decode context parallelism: S = H = B x dcp (docs/semantics.md §7, the
+// one-group branch), and hits align to it.
+TEST(PlannerTest, DecodeContextParallelismScalesASingleGroupsBlocks) {
+  EngineConfig engine = Engine("llama-3.1-8b");
+  engine.decode_context_parallel_size = 2;
+  const KvPlan plan = Plan(Preset("llama-3.1-8b"), engine, "new");
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_EQ(plan.groups[0].block_size, 16);
+  EXPECT_EQ(plan.scheduler_block_size, 32);
+  EXPECT_EQ(plan.hash_block_size, 32);
+  EXPECT_EQ(plan.hit_alignment, 32);
+}
+
 // §13.B, the #53007 case: old policy, DSpark SWA drafter on FLASH_ATTN.
 TEST(PlannerTest, KimiDsparkOldPolicyInflatesLcm) {
   KvPlan plan = Plan(Preset("kimi-k3-like"), Engine("kimi-k3-dspark"), "old");
