@@ -82,13 +82,36 @@ std::string DefaultTick(double v) {
   return Number(v, a >= 0.1 ? 2 : 3);
 }
 
+// A series' CSS colour: its own, or the palette's.
+std::string SeriesColor(const Series& s) {
+  return s.css_color.empty() ? std::string(Color(s.color)) : s.css_color;
+}
+
+// Dark text on a light "#rrggbb" background, white on anything else.
+const char* TextColorOn(const std::string& css) {
+  if (css.size() != 7 || css[0] != '#') return "#fff";
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    const char lower = static_cast<char>(c | 0x20);
+    return lower >= 'a' && lower <= 'f' ? lower - 'a' + 10 : -1;
+  };
+  int rgb[3];
+  for (int i = 0; i < 3; ++i) {
+    const int hi = hex(css[1 + 2 * i]), lo = hex(css[2 + 2 * i]);
+    if (hi < 0 || lo < 0) return "#fff";
+    rgb[i] = 16 * hi + lo;
+  }
+  const double luma = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
+  return luma > 160 ? "#222" : "#fff";
+}
+
 // The <figure> and <svg> opening tags of a chart.
-std::string OpenFigure(const ChartSpec& spec) {
+std::string OpenFigure(const ChartSpec& spec, int height = kHeight) {
   return absl::StrFormat(
       "<figure class=\"chart\" data-chart=\"%s\"><figcaption>%s</figcaption>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
       "height=\"%d\" role=\"img\" aria-label=\"%s\">\n",
-      Escape(spec.id), Escape(spec.title), kWidth, kHeight, kWidth, kHeight, Escape(spec.title));
+      Escape(spec.id), Escape(spec.title), kWidth, height, kWidth, height, Escape(spec.title));
 }
 
 // Horizontal grid lines with their y tick labels.
@@ -128,7 +151,7 @@ void AppendLegend(std::string* out, const ChartSpec& spec) {
     absl::StrAppendFormat(out,
                           "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"16\" y2=\"16\" stroke=\"%s\" "
                           "stroke-width=\"3\"/><text x=\"%.1f\" y=\"20\">%s</text>\n",
-                          lx, lx + 18, Color(s.color), lx + 23, Escape(s.name));
+                          lx, lx + 18, SeriesColor(s), lx + 23, Escape(s.name));
     lx += 40 + 7.0 * static_cast<double>(s.name.size());
   }
   *out += "</g>\n";
@@ -337,7 +360,7 @@ std::string LineChart(const ChartSpec& spec) {
       absl::StrAppendFormat(&out,
                             "<path class=\"mark\" d=\"%s\" fill=\"none\" stroke=\"%s\" "
                             "stroke-width=\"2\"><title>%s</title></path>\n",
-                            d, Color(s.color), Escape(s.name));
+                            d, SeriesColor(s), Escape(s.name));
     }
     if (s.dots || s.points.size() == 1) {
       for (const auto& [x, y] : s.points) {
@@ -345,7 +368,7 @@ std::string LineChart(const ChartSpec& spec) {
         absl::StrAppendFormat(&out,
                               "<circle class=\"mark\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
                               "fill=\"%s\"><title>%s: (%s, %s)</title></circle>\n",
-                              ax.T(x), ay.T(y), Color(s.color), Escape(s.name), Escape(xfmt(x)),
+                              ax.T(x), ay.T(y), SeriesColor(s), Escape(s.name), Escape(xfmt(x)),
                               Escape(yfmt(y)));
       }
     }
@@ -427,12 +450,143 @@ std::string BarChart(const ChartSpec& spec) {
                             "<rect class=\"mark\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                             "height=\"%.1f\" fill=\"%s\"><title>%s, %s: %s</title></rect>\n",
                             left, std::min(top, zero), std::max(0.5, slot - 1),
-                            std::abs(zero - top), Color(s.color), Escape(s.name), Escape(xfmt(x)),
+                            std::abs(zero - top), SeriesColor(s), Escape(s.name), Escape(xfmt(x)),
                             Escape(yfmt(y)));
     }
   }
   out += "</g>\n";
   if (num_points == 0) AppendNoData(&out);
+  CloseFigure(&out, spec);
+  return out;
+}
+
+std::string StackedShareBarChart(const ChartSpec& spec) {
+  // Bars from the series' points: totals per category, then the layout.
+  int categories = 0;
+  for (const Series& s : spec.series) {
+    for (const auto& [x, y] : s.points) {
+      if (x >= 0) categories = std::max(categories, static_cast<int>(std::lround(x)) + 1);
+    }
+  }
+  std::vector<double> total(static_cast<size_t>(categories), 0.0);
+  size_t num_segments = 0;
+  for (const Series& s : spec.series) {
+    for (const auto& [x, y] : s.points) {
+      if (x < 0 || !(y > 0)) continue;
+      total[static_cast<size_t>(std::lround(x))] += y;
+      ++num_segments;
+    }
+  }
+  auto xfmt = spec.x_tick ? spec.x_tick : DefaultTick;
+  auto yfmt = spec.y_tick ? spec.y_tick : DefaultTick;
+  std::vector<std::string> labels;
+  size_t longest = 0;
+  for (int c = 0; c < categories; ++c) {
+    labels.push_back(xfmt(static_cast<double>(c)));
+    longest = std::max(longest, labels.back().size());
+  }
+  // The legend wraps into rows above the bars; the bars' labels sit in a left margin wide enough
+  // for the longest (about 7 px a character at 12 px).
+  struct Item {
+    double x;
+    int row;
+  };
+  std::vector<Item> items;
+  double lx = kLeft;
+  int rows = spec.series.empty() ? 0 : 1;
+  for (const Series& s : spec.series) {
+    const double w = 30 + 7.0 * static_cast<double>(s.name.size());
+    if (lx + w > kWidth - kRight && lx > kLeft) {
+      lx = kLeft;
+      ++rows;
+    }
+    items.push_back({lx, rows - 1});
+    lx += w;
+  }
+  const double left =
+      std::clamp(16.0 + 7.0 * static_cast<double>(longest), static_cast<double>(kLeft), 260.0);
+  const double right = kWidth - kRight;
+  constexpr int kBar = 26, kGap = 12, kRow = 18;
+  const int top = 10 + kRow * rows + 16;
+  const int plot_height = std::max(1, categories) * (kBar + kGap) + kGap;
+  const int height = top + plot_height + kBottom;
+  const double plot_width = right - left;
+  auto px = [&](double share) { return left + share / 100.0 * plot_width; };
+
+  std::string out = OpenFigure(spec, height);
+  // Vertical grid lines at every 20%, the frame and the axis label.
+  out += "<g class=\"axes\" font-size=\"12\" fill=\"#333\">\n";
+  for (int t = 0; t <= 100; t += 20) {
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
+                          "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n",
+                          px(t), px(t), top, top + plot_height, px(t), top + plot_height + 18, t);
+  }
+  for (int c = 0; c < categories; ++c) {
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"end\">%s</text>\n",
+                          left - 8, top + kGap + c * (kBar + kGap) + kBar / 2 + 4,
+                          Escape(labels[static_cast<size_t>(c)]));
+  }
+  absl::StrAppendFormat(&out,
+                        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>"
+                        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>\n",
+                        left, right, top + plot_height, top + plot_height, left, left, top,
+                        top + plot_height);
+  absl::StrAppendFormat(&out,
+                        "<text class=\"xlabel\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+                        "font-size=\"13\">%s</text>\n",
+                        (left + right) / 2, height - 12, Escape(spec.x_label));
+  out += "</g>\n<g class=\"legend\" font-size=\"12\">\n";
+  for (size_t i = 0; i < spec.series.size(); ++i) {
+    const double y = 10 + kRow * items[i].row;
+    absl::StrAppendFormat(&out,
+                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" rx=\"2\" "
+                          "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                          items[i].x, y, SeriesColor(spec.series[i]), items[i].x + 17, y + 10,
+                          Escape(spec.series[i].name));
+  }
+  out += "</g>\n<g font-size=\"11\">\n";
+  // The segments, left to right in series order.
+  std::vector<double> filled(static_cast<size_t>(categories), 0.0);
+  for (const Series& s : spec.series) {
+    const std::string color = SeriesColor(s);
+    for (const auto& [x, y] : s.points) {
+      if (x < 0 || !(y > 0)) continue;
+      const int c = static_cast<int>(std::lround(x));
+      const double share = 100.0 * y / total[static_cast<size_t>(c)];
+      const double x0 = px(filled[static_cast<size_t>(c)]);
+      filled[static_cast<size_t>(c)] += share;
+      const double x1 = px(std::min(100.0, filled[static_cast<size_t>(c)]));
+      const int y0 = top + kGap + c * (kBar + kGap);
+      absl::StrAppendFormat(
+          &out,
+          "<rect class=\"mark\" data-series=\"%s\" data-category=\"%d\" data-value=\"%.15g\" "
+          "x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>%s &middot; %s: "
+          "%s (%s%%)</title></rect>\n",
+          Escape(s.name), c, y, x0, y0, std::max(0.5, x1 - x0), kBar, color,
+          Escape(labels[static_cast<size_t>(c)]), Escape(s.name), Escape(yfmt(y)),
+          Number(share, 2));
+      if (x1 - x0 >= 40) {
+        absl::StrAppendFormat(&out,
+                              "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\" "
+                              "pointer-events=\"none\">%s%%</text>\n",
+                              (x0 + x1) / 2, y0 + kBar / 2 + 4, TextColorOn(color),
+                              Number(share, 1));
+      }
+    }
+  }
+  for (int c = 0; c < categories; ++c) {
+    if (total[static_cast<size_t>(c)] > 0) continue;
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%d\" fill=\"#888\">none</text>\n", left + 6,
+                          top + kGap + c * (kBar + kGap) + kBar / 2 + 4);
+  }
+  out += "</g>\n";
+  if (num_segments == 0) {
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no "
+                          "data</text>\n",
+                          (left + right) / 2, top + plot_height / 2 + 4);
+  }
   CloseFigure(&out, spec);
   return out;
 }

@@ -1,6 +1,7 @@
-// Small inline-SVG chart helper for the HTML reports (html_report.cc): line, step and bar charts
-// with axes, ticks, units, a legend and vertical markers. No scripts, no network. Every drawn data
-// element carries class "mark" so that a test (or the page's own check) can count them.
+// Small inline-SVG chart helper for the HTML reports (html_report.cc): line, step, bar and stacked
+// share bar charts with axes, ticks, units, a legend and vertical markers. No scripts, no network.
+// Every drawn data element carries class "mark" so that a test (or the page's own check) can count
+// them.
 #ifndef PREFIXSIM_SIM_REPORT_HTML_CHARTS_H_
 #define PREFIXSIM_SIM_REPORT_HTML_CHARTS_H_
 
@@ -27,6 +28,7 @@ struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in order
   int color = 0;                                  // palette index
+  std::string css_color;                          // a CSS colour instead of the palette's
   bool step = false;                              // a step function (CDFs): horizontal then up
   bool dots = false;                              // also a dot at every point
 };
@@ -61,6 +63,15 @@ std::string LineChart(const ChartSpec& spec);
 // x = c, and each category holds one bar per series, side by side, from 0 to y. spec.x_tick labels
 // the categories (default: the number); log axes and markers are ignored.
 std::string BarChart(const ChartSpec& spec);
+
+// Horizontal stacked bars of shares: category c (an integer from 0, a series' point with x = c)
+// is one bar, labelled on its left by spec.x_tick (default: the number), split into one segment
+// per series with y > 0, in series order, each as wide as its share of the category's total (the
+// x axis runs from 0 to 100%). A segment's tooltip gives the category, the series, its value
+// (spec.y_tick) and its share, and a segment wide enough shows its share; segments carry
+// data-series, data-category and data-value (the y, "%.15g"). The legend lists every series and
+// wraps; the height follows the number of bars. Log axes, markers and ranges are ignored.
+std::string StackedShareBarChart(const ChartSpec& spec);
 
 // The empirical CDF of `values` as a step series (at most ~max_points points).
 Series CdfSeries(std::string name, std::vector<double> values, int color, size_t max_points = 400);

@@ -5,9 +5,11 @@
 // Sections: summary table (deltas against the first policy), the KV plan side by side with the
 // LCM arithmetic, hit rate over time, CDFs of per-request hit fraction and of tokens lost to the
 // alignment, the block-size cliff (hit fraction by prompt length, each policy's A and S marked),
-// TTFT and E2E CDFs, hit rate vs KV cache bytes, `analyze`'s alignment curve with
-// each policy's A marked, and for fleet runs the router, the auto-sizing probes and the
-// per-replica table with bar charts of load and hit rate.
+// why tokens missed (the tokens by miss cause as stacked bars and tables, each cause's share over
+// time; docs/design.md §7) when the replays attributed their misses, TTFT and E2E CDFs, hit rate
+// vs KV cache bytes, `analyze`'s alignment curve with each policy's A marked, and for fleet runs
+// the router, the auto-sizing probes and the per-replica table with bar charts of load and hit
+// rate.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,11 +17,13 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/analyze.h"
+#include "prefixsim/miss_causes.h"
 #include "prefixsim/model.h"
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"
@@ -44,6 +48,7 @@ th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}
 .plan h3{margin:.2em 0 .4em 0}.math{font-family:ui-monospace,Menlo,monospace;background:#f7f7f7;padding:.15em .4em;border-radius:3px}
 .charts{display:flex;flex-wrap:wrap;gap:.5em 1.5em}figure.chart{margin:.5em 0}figcaption{font-weight:600;margin-bottom:.2em}
 p.note{font-size:.85em;color:#555;max-width:640px;margin:.2em 0}
+caption{text-align:left;font-weight:600;padding:.2em 0}.tables{display:flex;flex-wrap:wrap;gap:0 1.5em}ul.miss-cause-legend{padding-left:1.2em;font-size:.9em;max-width:600px}ul.miss-cause-legend li{margin:.25em 0}
 .swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.3em;vertical-align:-1px}
 )css";
 
@@ -190,7 +195,7 @@ std::string SummaryTable(const std::vector<ReplayResult>& results, bool deltas) 
   return s;
 }
 
-// ---- 1. the KV plan ----
+// ---- the KV plan ----
 
 std::string PlanCard(const ReplayResult& r, int index) {
   const KvPlan& p = r.plan;
@@ -261,9 +266,22 @@ std::string PlanCard(const ReplayResult& r, int index) {
   return s;
 }
 
-// ---- 2. hit rate over time ----
+// ---- hit rate over time ----
 
-std::string HitRateOverTime(const std::vector<ReplayResult>& results) {
+// Windows of arrival time over the served requests of every result, shared by the hit rate over
+// time and the miss causes over time so that their x axes agree: about 10 requests a window (the
+// largest result's), between 1 and 40 windows.
+struct ArrivalBins {
+  int64_t t0 = 0;
+  int bins = 0;  // 0: no served request
+  double width_ns = 1;
+  int Of(int64_t arrival_ns) const {
+    return std::min(bins - 1, static_cast<int>(static_cast<double>(arrival_ns - t0) / width_ns));
+  }
+  double MiddleS(int b) const { return (b + 0.5) * width_ns / 1e9; }
+};
+
+ArrivalBins BinArrivals(const std::vector<ReplayResult>& results) {
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   size_t n = 0;
   for (const ReplayResult& r : results) {
@@ -274,6 +292,15 @@ std::string HitRateOverTime(const std::vector<ReplayResult>& results) {
       n = std::max(n, r.per_request.size());
     }
   }
+  ArrivalBins a;
+  if (n == 0) return a;
+  a.t0 = t0;
+  a.bins = static_cast<int>(std::clamp<size_t>(n / 10, 1, 40));
+  a.width_ns = std::max<double>(1.0, static_cast<double>(t1 - t0)) / a.bins;
+  return a;
+}
+
+std::string HitRateOverTime(const std::vector<ReplayResult>& results, const ArrivalBins& a) {
   html::ChartSpec c;
   c.id = "hit-rate-over-time";
   c.title = "Prefix cache hit rate over time";
@@ -281,15 +308,12 @@ std::string HitRateOverTime(const std::vector<ReplayResult>& results) {
   c.y_label = "hit rate, token-weighted (%)";
   c.y_min = 0;
   c.y_max = 100;
-  if (n > 0) {
-    const int bins = static_cast<int>(std::clamp<size_t>(n / 10, 1, 40));
-    const double width = std::max<double>(1.0, static_cast<double>(t1 - t0)) / bins;
+  if (a.bins > 0) {
     for (size_t i = 0; i < results.size(); ++i) {
-      std::vector<int64_t> q(bins, 0), h(bins, 0);
+      std::vector<int64_t> q(a.bins, 0), h(a.bins, 0);
       for (const RequestRecord& rec : results[i].per_request) {
         if (!rec.skipped.empty()) continue;
-        const int b =
-            std::min(bins - 1, static_cast<int>(static_cast<double>(rec.arrival_ns - t0) / width));
+        const int b = a.Of(rec.arrival_ns);
         q[b] += rec.prompt_tokens;
         h[b] += rec.hit_tokens;
       }
@@ -297,20 +321,21 @@ std::string HitRateOverTime(const std::vector<ReplayResult>& results) {
       s.name = results[i].policy;
       s.color = static_cast<int>(i);
       s.dots = true;
-      for (int b = 0; b < bins; ++b) {
+      for (int b = 0; b < a.bins; ++b) {
         if (q[b] == 0) continue;
-        s.points.emplace_back((b + 0.5) * width / 1e9, 100.0 * h[b] / q[b]);
+        s.points.emplace_back(a.MiddleS(b), 100.0 * h[b] / q[b]);
       }
       c.series.push_back(std::move(s));
     }
-    c.note = absl::StrCat("Requests grouped into ", bins, " windows of ", Number(width / 1e9, 1),
-                          " s by arrival; hit tokens / prompt tokens of each window's requests "
-                          "(first admission).");
+    c.note =
+        absl::StrCat("Requests grouped into ", a.bins, " windows of ", Number(a.width_ns / 1e9, 1),
+                     " s by arrival; hit tokens / prompt tokens of each window's requests "
+                     "(first admission).");
   }
   return html::LineChart(c);
 }
 
-// ---- 3, 4. per-request CDFs ----
+// ---- per-request CDFs ----
 
 std::string Cdf(const std::vector<ReplayResult>& results, const std::string& id,
                 const std::string& title, const std::string& x_label,
@@ -349,7 +374,7 @@ std::string Cdf(const std::vector<ReplayResult>& results, const std::string& id,
   return html::LineChart(c);
 }
 
-// ---- 3. the block-size cliff ----
+// ---- the block-size cliff ----
 
 // Hit fraction by prompt length (power-of-two bins, token-weighted, first admissions) per policy,
 // with each policy's A and S marked, then the bins as a table and, per policy, the requests too
@@ -454,7 +479,258 @@ std::string BlockSizeCliff(const std::vector<ReplayResult>& results) {
   return out;
 }
 
-// ---- 5. capacity sweep ----
+// ---- why tokens missed ----
+
+// One colour per cause on the whole page, apart from the policies' palette: green for the hit,
+// reds for what a block-size policy recovers (alignment, not_checkpointed), yellow for work in
+// progress, purple for what memory recovers (evicted), teal for what a router recovers
+// (elsewhere), greys for what nothing recovers (compulsory, tail). In MissCause order.
+constexpr const char* kCauseColors[kNumMissCauses] = {"#4e9f50", "#b8312f", "#e8746a", "#edc948",
+                                                      "#8f6bb3", "#3fa3a6", "#7f7f7f", "#c7c7c7"};
+
+// What each cause means, in MissCause order (docs/design.md §7 has the exact definitions).
+constexpr const char* kCauseMeanings[kNumMissCauses] = {
+    "served from the cache.",
+    "every group has it cached at its own block boundary, but the hit is cut back to a multiple "
+    "of the hit alignment A. A block-size policy recovers it.",
+    "computed on this replica and within a cached block's lifetime, but some group never cached "
+    "it: the round-down to the scheduler block S kept it unpublished (the PR #53007 case), or a "
+    "mamba state fell between checkpoints. A block-size policy recovers it too.",
+    "another request on this replica is computing it right now.",
+    "computed before and evicted since; the table names the group kind whose lookup broke the "
+    "chain (or other_replica). More KV memory recovers it.",
+    "cached on another replica when the request arrived: a routing miss, which a router "
+    "recovers.",
+    "no replica had computed it when the request arrived: the prefix's first occurrence. "
+    "Nothing recovers it.",
+    "no lookup rule lets it hit: the last prompt token (always recomputed), the partial last "
+    "block, an EAGLE drafter's drop. Nothing recovers it.",
+};
+
+std::string CauseName(int c) { return std::string(MissCauseName(static_cast<MissCause>(c))); }
+
+std::string CauseSwatch(int c) {
+  return absl::StrFormat("<span class=\"swatch\" style=\"background:%s\"></span>", kCauseColors[c]);
+}
+
+// Chart ids keep to [a-z0-9-]: "not_checkpointed" -> "not-checkpointed".
+std::string CauseId(int c) {
+  std::string id = CauseName(c);
+  std::replace(id.begin(), id.end(), '_', '-');
+  return id;
+}
+
+using MissTotals = MissCauseStats::Totals;
+using MissTotalsOf = const MissTotals& (*)(const ReplayResult&);
+const MissTotals& FirstAdmissions(const ReplayResult& r) { return r.miss_causes.first; }
+const MissTotals& PreemptedAdmissions(const ReplayResult& r) { return r.miss_causes.preempted; }
+
+// A delta cell of a miss-cause table: signed tokens, green when better (more hit, fewer misses),
+// uncoloured for counts that are neither.
+std::string MissDeltaCell(int64_t d, int better_sign) {
+  const char* cls = d == 0 || better_sign == 0 ? "" : (d > 0) == (better_sign > 0) ? "pos" : "neg";
+  return absl::StrCat("<td class=\"", cls, "\">", d > 0 ? "+" : "", Thousands(d), "</td>");
+}
+
+// Stacked bars of the tokens by cause: one bar per policy for the first admissions, and when
+// some policy re-admitted preempted requests, one more per policy for those. `shown`: the results
+// that attributed their misses.
+std::string MissCauseBars(const std::vector<ReplayResult>& results,
+                          const std::vector<size_t>& shown, bool preempted) {
+  std::vector<std::string> labels;
+  std::vector<const MissTotals*> bars;
+  for (MissTotalsOf of : {&FirstAdmissions, &PreemptedAdmissions}) {
+    if (of == &PreemptedAdmissions && !preempted) break;
+    for (size_t i : shown) {
+      labels.push_back(!preempted               ? results[i].policy
+                       : of == &FirstAdmissions ? results[i].policy + ": first"
+                                                : results[i].policy + ": preempted");
+      bars.push_back(&of(results[i]));
+    }
+  }
+  html::ChartSpec c;
+  c.id = "miss-causes";
+  c.title = preempted ? "Why tokens missed: first admissions and re-admissions after a preemption"
+                      : "Why tokens missed: first admissions";
+  c.x_label = "share of the tokens looked up (%)";
+  c.x_tick = [labels](double v) { return labels[static_cast<size_t>(std::lround(v))]; };
+  c.y_tick = [](double v) { return Thousands(std::llround(v)) + " tokens"; };
+  for (int k = 0; k < kNumMissCauses; ++k) {
+    html::Series s;
+    s.name = CauseName(k);
+    s.css_color = kCauseColors[k];
+    for (size_t b = 0; b < bars.size(); ++b) {
+      s.points.emplace_back(static_cast<double>(b), static_cast<double>(bars[b]->tokens[k]));
+    }
+    c.series.push_back(std::move(s));
+  }
+  c.note =
+      "Each bar splits the tokens its admissions looked up (the prompt at a first admission; "
+      "prompt and outputs at a re-admission after a preemption) into causes, left to right in "
+      "the order they take tokens; a segment's tooltip gives its tokens.";
+  return html::StackedShareBarChart(c);
+}
+
+// Per cause, tokens and share per policy and the deltas against the first shown policy, then
+// the evicted tokens by the group kind that broke the chain, where some policy has any.
+std::string MissCauseTable(const std::vector<ReplayResult>& results,
+                           const std::vector<size_t>& shown, bool deltas, MissTotalsOf of,
+                           const char* kind, const char* caption) {
+  deltas = deltas && shown.size() > 1;
+  const ReplayResult& base = results[shown[0]];
+  std::string s = absl::StrCat("<table class=\"miss-causes\" data-admissions=\"", kind,
+                               "\"><caption>", caption, "</caption><thead><tr><th>cause</th>");
+  for (size_t i : shown) {
+    absl::StrAppend(&s, "<th>", Swatch(static_cast<int>(i)), Escape(results[i].policy),
+                    " (tokens)</th><th>", Escape(results[i].policy), " (%)</th>");
+  }
+  if (deltas) {
+    for (size_t k = 1; k < shown.size(); ++k) {
+      absl::StrAppend(&s, "<th>", Escape(results[shown[k]].policy), " &minus; ",
+                      Escape(base.policy), " (tokens)</th>");
+    }
+  }
+  s += "</tr></thead><tbody>\n";
+  // One row: its name cell, then tokens and % per policy, then the deltas.
+  auto row = [&](const std::string& head, auto get, bool with_share, int better_sign) {
+    s += head;
+    for (size_t i : shown) {
+      const MissTotals& t = of(results[i]);
+      absl::StrAppend(&s, "<td>", Thousands(get(t)), "</td><td>",
+                      with_share ? Number(Pct(get(t), t.total_tokens()), 2) : "", "</td>");
+    }
+    if (deltas) {
+      for (size_t k = 1; k < shown.size(); ++k) {
+        s += MissDeltaCell(get(of(results[shown[k]])) - get(of(base)), better_sign);
+      }
+    }
+    s += "</tr>\n";
+  };
+  for (int c = 0; c < kNumMissCauses; ++c) {
+    row(
+        absl::StrCat("<tr data-cause=\"", CauseName(c), "\"><td>", CauseSwatch(c), CauseName(c),
+                     "</td>"),
+        [c](const MissTotals& t) { return t.tokens[c]; }, true, c == 0 ? 1 : -1);
+    if (static_cast<MissCause>(c) != MissCause::kEvicted) continue;
+    for (int b = 0; b < kNumEvictionBreakers; ++b) {
+      const bool any = std::any_of(shown.begin(), shown.end(), [&](size_t i) {
+        return of(results[i]).evicted_tokens_by[b] > 0;
+      });
+      if (!any) continue;
+      const std::string name(EvictionBreakerName(static_cast<EvictionBreaker>(b)));
+      row(
+          absl::StrCat("<tr data-breaker=\"", name, "\"><td>&emsp;evicted, broken by ", name,
+                       "</td>"),
+          [b](const MissTotals& t) { return t.evicted_tokens_by[b]; }, true, -1);
+    }
+  }
+  row(
+      "<tr class=\"total\"><td>tokens looked up</td>",
+      [](const MissTotals& t) { return t.total_tokens(); }, true, 0);
+  row(
+      "<tr class=\"admissions\"><td>admissions</td>",
+      [](const MissTotals& t) { return t.admissions; }, false, 0);
+  s += "</tbody></table>\n";
+  return s;
+}
+
+// Per cause, its share of the first admissions' tokens in the windows of the hit rate over time.
+// One chart per cause with a line per policy, rather than one per policy with a line per cause:
+// the page compares policies, and a cause's lines on one axis show what a policy recovers and
+// when (not_checkpointed growing with a conversation's turns under one policy and flat under the
+// other); the policies keep the colours they have in every other chart; and each chart's axis
+// fits its own cause, so a cause of a few percent is not flattened under one of sixty. Causes
+// that are zero for every policy get no chart, and neither does hit: its share over time is the
+// hit rate over time (hit tokens / prompt tokens of the same windows).
+std::string MissCausesOverTime(const std::vector<ReplayResult>& results,
+                               const std::vector<size_t>& shown, const ArrivalBins& a) {
+  std::string out;
+  for (int k = 1; k < kNumMissCauses; ++k) {
+    const bool any = std::any_of(shown.begin(), shown.end(), [&](size_t i) {
+      return results[i].miss_causes.first.tokens[k] > 0;
+    });
+    if (!any) continue;
+    html::ChartSpec c;
+    c.id = "miss-over-time-" + CauseId(k);
+    c.title = absl::StrCat("Share of tokens missed as ", CauseName(k), " over time");
+    c.x_label = "arrival time since the first request (s)";
+    c.y_label = absl::StrCat(CauseName(k), " / tokens looked up (%)");
+    c.y_min = 0;
+    double top = 0;
+    for (size_t i : shown) {
+      html::Series s;
+      s.name = results[i].policy;
+      s.color = static_cast<int>(i);
+      s.dots = true;
+      if (a.bins > 0) {
+        std::vector<int64_t> cause(a.bins, 0), total(a.bins, 0);
+        for (const RequestRecord& rec : results[i].per_request) {
+          if (!rec.skipped.empty()) continue;
+          const int b = a.Of(rec.arrival_ns);
+          cause[b] += rec.miss.tokens[k];
+          total[b] += rec.miss.total();
+        }
+        for (int b = 0; b < a.bins; ++b) {
+          if (total[b] == 0) continue;
+          s.points.emplace_back(a.MiddleS(b), Pct(cause[b], total[b]));
+          top = std::max(top, s.points.back().second);
+        }
+      }
+      c.series.push_back(std::move(s));
+    }
+    if (top > 80) c.y_max = 100;
+    c.note = absl::StrCat(CauseSwatch(k), "<b>", CauseName(k),
+                          "</b> tokens / tokens looked up at the first admissions of each "
+                          "window's requests (the windows of the hit rate over time).");
+    const bool same = std::all_of(c.series.begin(), c.series.end(), [&](const html::Series& s) {
+      return s.points == c.series[0].points;
+    });
+    if (c.series.size() > 1 && same) c.note += " The policies' lines coincide.";
+    out += html::LineChart(c);
+  }
+  return out;
+}
+
+// The section: the bars and the tables, what each cause means, and the causes over time. Only
+// the results with miss_causes.enabled take part; the caller leaves the section out when none has.
+std::string MissCauseSection(const std::vector<ReplayResult>& results, bool deltas,
+                             const ArrivalBins& a, int number) {
+  std::vector<size_t> shown;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].miss_causes.enabled) shown.push_back(i);
+  }
+  const bool preempted = std::any_of(shown.begin(), shown.end(), [&](size_t i) {
+    return results[i].miss_causes.preempted.admissions > 0;
+  });
+  // The bars beside what the causes mean, the tables under them (wider than a half-page section),
+  // then the causes over time.
+  std::string s = absl::StrCat("<h2 id=\"miss-causes\">", number,
+                               ". Why tokens missed</h2>\n<div class=\"row\"><section>",
+                               MissCauseBars(results, shown, preempted), "</section>\n<section>");
+  s += "<p class=\"note\">Every admission's tokens are split into causes that add up to the "
+       "tokens it looked up. Each cause takes the tokens past the previous one's end, up to how "
+       "far a richer cache would have hit; the definitions and the oracles are in "
+       "docs/design.md &sect;7.</p>\n<ul class=\"miss-cause-legend\">";
+  for (int c = 0; c < kNumMissCauses; ++c) {
+    absl::StrAppend(&s, "<li>", CauseSwatch(c), "<b>", CauseName(c), "</b>: ", kCauseMeanings[c],
+                    "</li>");
+  }
+  s += "</ul></section></div>\n<div class=\"tables\">";
+  s += MissCauseTable(results, shown, deltas, &FirstAdmissions, "first", "First admissions");
+  if (preempted) {
+    s += MissCauseTable(results, shown, deltas, &PreemptedAdmissions, "preempted",
+                        "Re-admissions after a preemption");
+  }
+  s += "</div>\n<p class=\"note\">Shares are of the tokens looked up by the policy's "
+       "admissions; the evicted rows split the evicted tokens by the group kind whose own lookup "
+       "came back shortest (other_replica: only other replicas had computed them).</p>\n"
+       "<div class=\"charts\">";
+  s += MissCausesOverTime(results, shown, a);
+  s += "</div>\n";
+  return s;
+}
+
+// ---- capacity sweep ----
 
 std::string CapacityChart(const std::vector<ReplayResult>& results,
                           const HtmlReportOptions& options) {
@@ -524,7 +800,7 @@ std::string CapacityChart(const std::vector<ReplayResult>& results,
   return s;
 }
 
-// ---- 6. analyze's alignment curve ----
+// ---- analyze's alignment curve ----
 
 std::string AlignmentCurve(const std::vector<ReplayResult>& results,
                            const HtmlReportOptions& options) {
@@ -567,7 +843,7 @@ std::string AlignmentCurve(const std::vector<ReplayResult>& results,
   return html::LineChart(c);
 }
 
-// ---- 7. the fleet ----
+// ---- the fleet ----
 
 // One policy's fleet: the router, the auto-sizing probes and the per-replica table. The tables
 // carry data attributes (policy, replica) so that tests and scripts can find the rows.
@@ -663,9 +939,9 @@ std::string FleetCharts(const std::vector<ReplayResult>& results) {
   return html::BarChart(load) + html::BarChart(hits);
 }
 
-std::string FleetSection(const std::vector<ReplayResult>& results) {
-  std::string s =
-      "<h2 id=\"fleet\">7. Fleet: replicas behind a router</h2>\n<div class=\"plans\">\n";
+std::string FleetSection(const std::vector<ReplayResult>& results, int number) {
+  std::string s = absl::StrCat("<h2 id=\"fleet\">", number,
+                               ". Fleet: replicas behind a router</h2>\n<div class=\"plans\">\n");
   for (size_t i = 0; i < results.size(); ++i) {
     if (results[i].fleet) s += FleetCard(results[i], static_cast<int>(i));
   }
@@ -699,6 +975,14 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   }
   if (results.empty()) return s + "<p>No results.</p></body></html>\n";
   const bool deltas = options.deltas && results.size() > 1;
+  // Sections are numbered in page order; the miss causes and the fleet appear only when some
+  // result has them.
+  const bool misses = std::any_of(results.begin(), results.end(),
+                                  [](const ReplayResult& r) { return r.miss_causes.enabled; });
+  const bool fleet = std::any_of(results.begin(), results.end(),
+                                 [](const ReplayResult& r) { return r.fleet.has_value(); });
+  const int latency_section = misses ? 5 : 4;
+  const int fleet_section = latency_section + 3;
   s += SummaryTable(results, deltas);
   s += "<p class=\"note\">Hit rate: vLLM's token-level definition over non-preempted admissions "
        "(reference &sect;12). <b>Lost to alignment</b>: per admission, the hit a shadow cache "
@@ -708,8 +992,10 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   if (deltas) s += " Deltas are against the first policy.";
   for (const ReplayResult& r : results) {
     if (!r.fleet) continue;
-    s += " Each policy ran a fleet of replicas behind a router; its figures are the fleet's "
-         "totals (per replica in <a href=\"#fleet\">section 7</a>).";
+    absl::StrAppend(&s,
+                    " Each policy ran a fleet of replicas behind a router; its figures are the "
+                    "fleet's totals (per replica in <a href=\"#fleet\">section ",
+                    fleet_section, "</a>).");
     break;
   }
   s += "</p>\n";
@@ -718,8 +1004,9 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   for (size_t i = 0; i < results.size(); ++i) s += PlanCard(results[i], static_cast<int>(i));
   s += "</div>\n";
 
+  const ArrivalBins arrival_bins = BinArrivals(results);
   s += "<h2>2. Hit rate over time</h2>\n<div class=\"charts\">";
-  s += HitRateOverTime(results);
+  s += HitRateOverTime(results, arrival_bins);
   s += "</div>\n<h2>3. Per-request hit and loss</h2>\n<div class=\"charts\">";
   s += Cdf(
       results, "cdf-hit-fraction", "CDF of the per-request hit fraction",
@@ -735,7 +1022,8 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
       "Shadow hit minus real hit at the first admission; 0 when A equals the finest block.");
   s += "</div>\n";
   s += BlockSizeCliff(results);
-  s += "<h2>4. Latency</h2>\n<div class=\"charts\">";
+  if (misses) s += MissCauseSection(results, deltas, arrival_bins, 4);
+  absl::StrAppend(&s, "<h2>", latency_section, ". Latency</h2>\n<div class=\"charts\">");
   s += Cdf(
       results, "cdf-ttft", "CDF of time to first token", "TTFT (ms)",
       [](const RequestRecord& r) { return (r.first_token_ns - r.arrival_ns) / 1e6; }, true,
@@ -744,15 +1032,14 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
       results, "cdf-e2e", "CDF of end-to-end latency", "end-to-end latency (ms)",
       [](const RequestRecord& r) { return (r.finish_ns - r.arrival_ns) / 1e6; }, true,
       "Simulated: arrival to the last output token.");
-  s += "</div>\n<div class=\"row\"><section><h2>5. Capacity</h2>\n";
+  absl::StrAppend(&s, "</div>\n<div class=\"row\"><section><h2>", latency_section + 1,
+                  ". Capacity</h2>\n");
   s += CapacityChart(results, options);
-  s += "</section>\n<section><h2>6. What the trace allows at each alignment</h2>\n";
+  absl::StrAppend(&s, "</section>\n<section><h2>", latency_section + 2,
+                  ". What the trace allows at each alignment</h2>\n");
   s += AlignmentCurve(results, options);
   s += "</section></div>\n";
-  if (std::any_of(results.begin(), results.end(),
-                  [](const ReplayResult& r) { return r.fleet.has_value(); })) {
-    s += FleetSection(results);
-  }
+  if (fleet) s += FleetSection(results, fleet_section);
   s += kVerifyScript;
   s += "</body></html>\n";
   return s;

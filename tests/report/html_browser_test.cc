@@ -4,7 +4,9 @@
 // SVG elements into data attributes; the test checks them, and that the browser logged no console
 // message at all (errors, failed loads and uncaught exceptions all log to the console).
 //
-// A fleet replay's page is checked the same way for its per-replica bar charts.
+// The "Why tokens missed" section is checked against the JSON's miss causes: a bar segment per
+// policy and non-zero cause, a chart over time per non-zero cause but hit. A fleet replay's page
+// is checked the same way for its per-replica bar charts.
 //
 // PREFIXSIM_SCREENSHOT_OUT=path: also copy the screenshot there (docs/compare_chat_old_new.png is
 // made this way).
@@ -16,11 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -112,6 +116,32 @@ std::vector<std::string> ConsoleLines(const std::string& log) {
   return lines;
 }
 
+// What the miss-cause section of a page of these replays' JSON summaries draws: the stacked bars'
+// segments (one per policy, kind of admission and non-zero cause) and the ids of the charts over
+// time (one per cause but hit that is non-zero at some policy's first admissions).
+struct MissCharts {
+  int segments = 0;
+  std::set<std::string> over_time;
+};
+MissCharts ExpectedMissCharts(const std::vector<nlohmann::json>& summaries) {
+  MissCharts m;
+  for (const nlohmann::json& p : summaries) {
+    if (!p.contains("miss_causes")) continue;
+    for (const char* kind : {"first_admissions", "preempted_admissions"}) {
+      for (const auto& [cause, tokens] : p["miss_causes"][kind]["tokens_by_cause"].items()) {
+        if (tokens.get<int64_t>() == 0) continue;
+        ++m.segments;
+        if (std::string(kind) == "first_admissions" && cause != "hit") {
+          std::string id = cause;
+          std::replace(id.begin(), id.end(), '_', '-');
+          m.over_time.insert("miss-over-time-" + id);
+        }
+      }
+    }
+  }
+  return m;
+}
+
 class HtmlBrowserTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -162,7 +192,7 @@ TEST_F(HtmlBrowserTest, ComparePageRendersWithEveryChartDrawn) {
   const fs::path png = dir_ / "compare.png";
   std::vector<std::string> shot = ChromiumArgs(dir_ / "profile-shot");
   shot.push_back("--screenshot=" + png.string());
-  shot.push_back("--window-size=1400,4000");
+  shot.push_back("--window-size=1400,5800");  // the whole page, down to the alignment curve
   shot.push_back("file://" + page.string());
   const int shot_rc = RunWithTimeout(shot, dir_ / "shot.out", dir_ / "shot.err", 120);
   const std::string shot_log = ReadFile(dir_ / "shot.err");
@@ -228,15 +258,38 @@ TEST_F(HtmlBrowserTest, ComparePageRendersWithEveryChartDrawn) {
         << policy;
   }
   EXPECT_NE(dom.find("<table class=\"cliff\">"), std::string::npos);
+
+  // Why tokens missed, after load: the stacked bars drew a segment per policy and non-zero cause
+  // (old leaves not_checkpointed tokens that new hits), a chart over time per non-zero cause.
+  const MissCharts expected = ExpectedMissCharts({j["policies"][0], j["policies"][1]});
+  EXPECT_GT(
+      j["policies"][0]["miss_causes"]["first_admissions"]["tokens_by_cause"]["not_checkpointed"]
+          .get<int64_t>(),
+      0);
+  EXPECT_GE(expected.segments, 2 * 3);  // at least hit, compulsory and tail under both
+  EXPECT_NE(dom.find("<h2 id=\"miss-causes\">"), std::string::npos);
+  EXPECT_NE(dom.find("data-chart=\"miss-causes\" data-drawn=\"" +
+                     std::to_string(expected.segments) + "\""),
+            std::string::npos)
+      << dom.substr(dom.find("data-chart=\"miss-causes\""), 200);
+  EXPECT_EQ(charts, 8 + 1 + static_cast<int>(expected.over_time.size()));
+  EXPECT_TRUE(expected.over_time.count("miss-over-time-not-checkpointed"));
+  for (const std::string& id : expected.over_time) {
+    EXPECT_TRUE(
+        std::regex_search(dom, std::regex("data-chart=\"" + id + "\" data-drawn=\"[1-9][0-9]*\"")))
+        << id;
+  }
+  EXPECT_NE(dom.find("<table class=\"miss-causes\" data-admissions=\"first\">"), std::string::npos);
 }
 
 // replay --html: the same page for one run, no delta column.
 TEST_F(HtmlBrowserTest, ReplayPageHasNoDeltas) {
   const fs::path page = dir_ / "replay.html";
+  const fs::path json = dir_ / "replay.json";
   const auto cli = testing::RunCli("replay --trace " PREFIXSIM_SOURCE_DIR
                                    "/traces/sample_chat.jsonl --model kimi-k3-like --engine "
                                    "kimi-k3-dspark --policy old --no-progress --html " +
-                                   page.string());
+                                   page.string() + " --json " + json.string());
   ASSERT_EQ(cli.exit_code, 0) << cli.output;
   const std::string html = ReadFile(page);
   EXPECT_EQ(html.find("&minus; old</th>"), std::string::npos);
@@ -248,19 +301,27 @@ TEST_F(HtmlBrowserTest, ReplayPageHasNoDeltas) {
       << ReadFile(dir_ / "dom.err");
   const std::string dom = ReadFile(dir_ / "dom.html");
   EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
-  EXPECT_NE(dom.find("data-charts=\"8\" data-charts-drawn=\"8\""), std::string::npos)
+  // The eight charts of every page, the miss-cause bars and a chart per non-zero cause.
+  const MissCharts misses = ExpectedMissCharts({nlohmann::json::parse(ReadFile(json))});
+  const std::string n = std::to_string(8 + 1 + misses.over_time.size());
+  EXPECT_NE(dom.find("data-charts=\"" + n + "\" data-charts-drawn=\"" + n + "\""),
+            std::string::npos)
       << dom.substr(0, 400);
+  EXPECT_NE(
+      dom.find("data-chart=\"miss-causes\" data-drawn=\"" + std::to_string(misses.segments) + "\""),
+      std::string::npos);
   EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
 }
 
 // A fleet replay's page adds the fleet section with its two bar charts; every chart still draws.
 TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
   const fs::path page = dir_ / "fleet.html";
+  const fs::path json = dir_ / "fleet.json";
   const auto cli = testing::RunCli("replay --trace " PREFIXSIM_SOURCE_DIR
                                    "/traces/sample_chat.jsonl --model kimi-k3-like --engine "
                                    "kimi-k3-dspark --policy new --replicas 2 --router kv_aware "
                                    "--no-progress --html " +
-                                   page.string());
+                                   page.string() + " --json " + json.string());
   ASSERT_EQ(cli.exit_code, 0) << cli.output;
   std::vector<std::string> dump = ChromiumArgs(dir_ / "profile");
   dump.push_back("--dump-dom");
@@ -269,7 +330,11 @@ TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
       << ReadFile(dir_ / "dom.err");
   const std::string dom = ReadFile(dir_ / "dom.html");
   EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
-  EXPECT_NE(dom.find("data-charts=\"10\" data-charts-drawn=\"10\""), std::string::npos)
+  // Ten charts (the fleet's two), the miss-cause bars and a chart per non-zero cause.
+  const MissCharts misses = ExpectedMissCharts({nlohmann::json::parse(ReadFile(json))});
+  const std::string n = std::to_string(10 + 1 + misses.over_time.size());
+  EXPECT_NE(dom.find("data-charts=\"" + n + "\" data-charts-drawn=\"" + n + "\""),
+            std::string::npos)
       << dom.substr(0, 400);
   for (const char* id : {"fleet-load", "fleet-hit-rate"}) {
     EXPECT_NE(dom.find(std::string("data-chart=\"") + id + "\" data-drawn=\"2\""),
