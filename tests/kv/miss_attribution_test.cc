@@ -16,6 +16,7 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/miss_causes.h"
 #include "prefixsim/model.h"
+#include "prefixsim/trace.h"
 #include "sim/kv/compute_history.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/kv/kv_test_util.h"
@@ -317,6 +318,29 @@ TEST(MissAttributionTest, EvictedOnAnotherReplica) {
   EXPECT_EQ(m.of(MissCause::kElsewhere), 0);
   EXPECT_EQ(r.miss_causes.first.evicted_tokens_by[static_cast<int>(EvictionBreaker::kOtherReplica)],
             20);
+}
+
+// gpt-oss (full attention next to sliding-window layers) on the token sample with a pool small
+// enough to evict: evicted tokens are split by the group whose own lookup came back shortest,
+// and both kinds break chains; the split adds up to the evicted tokens.
+TEST(MissAttributionTest, EvictedTokensSplitByTheGroupThatBrokeTheChain) {
+  auto model = LoadModel("gpt-oss-20b-layout");
+  auto engine = LoadEngine("gpt-oss-20b");
+  ASSERT_TRUE(model.ok() && engine.ok());
+  engine->num_gpu_blocks = 700;
+  engine->max_model_len = 4800;
+  auto plan = ResolveKvPlan(*model, *engine, "new");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto trace = OpenTrace(std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_tokens.jsonl");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  auto r = Replay(*plan, *model, *engine, **trace, ReplayOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const MissCauseStats::Totals& t = r->miss_causes.first;
+  const auto by = [&](EvictionBreaker b) { return t.evicted_tokens_by[static_cast<int>(b)]; };
+  EXPECT_GT(by(EvictionBreaker::kFullAttention), 0);
+  EXPECT_GT(by(EvictionBreaker::kSlidingWindow), 0);
+  EXPECT_EQ(std::accumulate(t.evicted_tokens_by.begin(), t.evicted_tokens_by.end(), int64_t{0}),
+            t.tokens[static_cast<int>(MissCause::kEvicted)]);
 }
 
 // The history behind `evicted`, `elsewhere` and `compulsory`: per replica, more than 64 replicas.
