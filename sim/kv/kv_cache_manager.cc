@@ -561,9 +561,9 @@ struct KvCacheManager::Rep {
     const int64_t end = st.num_tokens / shadow_->unit();
     EnsureHashes(st, shadow_->FineChunksFor(st.num_tokens));
     st.in_flight_from = st.shadow_held;
-    st.in_flight_to = std::max(st.in_flight_from,
-                               std::min(end, static_cast<int64_t>(st.hashes.size()) /
-                                                 (shadow_->unit() / coord_.hash_block_size())));
+    st.in_flight_to =
+        std::max(st.in_flight_from,
+                 std::min(end, shadow_->BlocksOf(static_cast<int64_t>(st.hashes.size()))));
     for (int64_t j = st.in_flight_from; j < st.in_flight_to; ++j) {
       ++in_flight_[shadow_->BlockHash(st.hashes.data(), j).hash];
     }
@@ -599,7 +599,7 @@ struct KvCacheManager::Rep {
     };
     const kv::HashPair* fine = st.hashes.data();
     const int64_t num_fine = static_cast<int64_t>(st.hashes.size());
-    const int64_t walk_limit = std::min(max_blocks, num_fine / (unit / coord_.hash_block_size()));
+    const int64_t walk_limit = std::min(max_blocks, shadow_->BlocksOf(num_fine));
     const int64_t alive = std::min(st.shadow_alive, walk_limit);
     int64_t pending = alive;  // alive, then in flight
     while (pending < walk_limit && in_flight_.contains(shadow_->BlockHash(fine, pending).hash)) {
@@ -852,9 +852,8 @@ ArrivalSighting SightAtArrival(const ComputeHistory& history,
   HashPrompt(*replicas[chosen], request, hashes);
   const ShadowIndex& shadow = *m.shadow_;
   const int64_t unit = shadow.unit();
-  const int64_t limit =
-      std::min((request.prompt_tokens - 1) / unit,
-               static_cast<int64_t>(hashes->size()) / (unit / m.coord_.hash_block_size()));
+  const int64_t limit = std::min((request.prompt_tokens - 1) / unit,
+                                 shadow.BlocksOf(static_cast<int64_t>(hashes->size())));
   int64_t known = 0;
   while (known < limit && history.ComputedByAny(shadow.BlockHash(hashes->data(), known).hash)) {
     ++known;

@@ -33,6 +33,8 @@ class ShadowIndex {
   int64_t unit() const { return unit_; }
   // Fine (H-chunk) hashes needed to address `tokens` tokens' worth of U-blocks.
   int64_t FineChunksFor(int64_t tokens) const { return tokens / unit_ * ratio_; }
+  // Whole U-blocks named by num_fine H-chunk hashes.
+  int64_t BlocksOf(int64_t num_fine) const { return num_fine / ratio_; }
 
   // The longest alive prefix, in tokens, of at most max_hit tokens (a multiple of U), less one
   // U-block with drop_eagle. `fine` holds num_fine H-chunk hashes of the request.
