@@ -518,10 +518,11 @@ absl::Status SetGranularities(const PlanInputs& in, KvPlan* plan) {
         }
       }
       plan->hash_block_size = h;
-      // Partial hits turn on only for an align-mode mamba group with B > H, and off again if a
-      // prefix-cacheable group lacks fine-grained lookup (sliding window) while its B != H.
+      // Partial hits turn on only for an align-mode mamba group with B > H (B >= H under decode
+      // context parallelism, docs/semantics.md §7), and off again if a prefix-cacheable group
+      // lacks fine-grained lookup (sliding window) while its B != H.
       partial_hits = std::any_of(plan->groups.begin(), plan->groups.end(), [&](const KvGroup& g) {
-        return g.kind == LayerKind::kMamba && g.block_size > h;
+        return g.kind == LayerKind::kMamba && (g.block_size > h || (dcp > 1 && g.block_size >= h));
       });
       if (partial_hits) {
         for (const KvGroup& g : plan->groups) {

@@ -40,7 +40,27 @@ TEST(PlannerTest, DecodeContextParallelismScalesAttentionBlocksNotMamba) {
   EXPECT_EQ(plan.scheduler_block_size, 3072);
   EXPECT_EQ(plan.hash_block_size, 1536);  // the unscaled mamba block takes part in the gcd
   EXPECT_EQ(plan.hit_alignment, 3072);
-  EXPECT_FALSE(plan.partial_hits);  // the mamba block is not larger than H
+  // Under DCP a mamba block equal to H would turn partial hits on (§7), but the drafter's
+  // sliding-window group (B x dcp = 3072 != H) has no fine-grained lookup: off again.
+  EXPECT_FALSE(plan.partial_hits);
+}
+
+// docs/semantics.md §7: partial hits need an align-mode mamba block B > H, or B >= H under decode
+// context parallelism. Kimi-K3-like without a drafter (MLA and KDA at 1536): with dcp = 1, B = H =
+// 1536, no partial hits and A = S; with dcp = 2, H = gcd(3072, 1536) = 1536 = B: partial hits,
+// A = H.
+TEST(PlannerTest, MambaBlockEqualToHTurnsPartialHitsOnOnlyUnderDcp) {
+  EngineConfig engine = Engine("kimi-k3");
+  const KvPlan plain = Plan(Preset("kimi-k3-like"), engine, "new");
+  EXPECT_EQ(plain.hash_block_size, 1536);
+  EXPECT_FALSE(plain.partial_hits);
+  EXPECT_EQ(plain.hit_alignment, plain.scheduler_block_size);
+  engine.decode_context_parallel_size = 2;
+  const KvPlan dcp = Plan(Preset("kimi-k3-like"), engine, "new");
+  EXPECT_EQ(dcp.scheduler_block_size, 3072);
+  EXPECT_EQ(dcp.hash_block_size, 1536);
+  EXPECT_TRUE(dcp.partial_hits);
+  EXPECT_EQ(dcp.hit_alignment, 1536);
 }
 
 // A single group under decode context parallelism: S = H = B x dcp (docs/semantics.md §7, the
