@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "prefixsim/model.h"
+
 namespace prefixsim {
 
 // In the order the attribution assigns them: each cause takes the tokens past the previous one's
@@ -38,6 +40,19 @@ enum class EvictionBreaker : uint8_t {
   kOtherReplica,
 };
 inline constexpr int kNumEvictionBreakers = 6;
+static_assert(static_cast<int>(EvictionBreaker::kFullAttention) ==
+                      static_cast<int>(LayerKind::kFullAttention) &&
+                  static_cast<int>(EvictionBreaker::kMla) == static_cast<int>(LayerKind::kMla) &&
+                  static_cast<int>(EvictionBreaker::kSlidingWindow) ==
+                      static_cast<int>(LayerKind::kSlidingWindow) &&
+                  static_cast<int>(EvictionBreaker::kChunkedLocal) ==
+                      static_cast<int>(LayerKind::kChunkedLocal) &&
+                  static_cast<int>(EvictionBreaker::kMamba) == static_cast<int>(LayerKind::kMamba),
+              "EvictionBreaker lists LayerKind's kinds in LayerKind's order");
+// The breaker a group of `kind` stands for.
+inline EvictionBreaker BreakerOfKind(LayerKind kind) {
+  return static_cast<EvictionBreaker>(static_cast<int>(kind));
+}
 // LayerKindName's names, and "other_replica".
 std::string_view EvictionBreakerName(EvictionBreaker breaker);
 

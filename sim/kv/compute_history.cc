@@ -21,11 +21,16 @@ bool ComputeHistory::ComputedBy(uint64_t hash, int replica) const {
   return it != word.end() && (it->second >> (replica % 64) & 1) != 0;
 }
 
-bool ComputeHistory::ComputedByAny(uint64_t hash) const {
-  for (const auto& word : words_) {
-    if (word.contains(hash)) return true;
+ComputeHistory::Seen ComputeHistory::Find(uint64_t hash, int replica) const {
+  const size_t own = static_cast<size_t>(replica / 64);
+  auto it = words_[own].find(hash);
+  if (it != words_[own].end()) {
+    return Seen{true, (it->second >> (replica % 64) & 1) != 0};
   }
-  return false;
+  for (size_t w = 0; w < words_.size(); ++w) {
+    if (w != own && words_[w].contains(hash)) return Seen{true, false};
+  }
+  return Seen{};
 }
 
 int64_t ComputeHistory::size() const {

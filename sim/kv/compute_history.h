@@ -3,7 +3,8 @@
 // (docs/design.md §7). Keyed by a U-block's chained hash (the fine H-chunk hash at its end,
 // docs/semantics.md §8.1), so a block's presence implies its whole prefix was computed by that
 // replica. Nothing is ever removed: memory grows with the distinct U-blocks a replay computes
-// (16 bytes each, per 64 replicas).
+// (16 bytes each, per 64 replicas). A single engine needs none: its shadow index keeps what it
+// computed (ShadowIndex::KeepComputed).
 // Threading: not thread-safe; one fleet's replicas run on one thread.
 #ifndef PREFIXSIM_SIM_KV_COMPUTE_HISTORY_H_
 #define PREFIXSIM_SIM_KV_COMPUTE_HISTORY_H_
@@ -25,7 +26,13 @@ class ComputeHistory {
   // `replica` has computed the U-block named by `hash`.
   void Record(uint64_t hash, int replica);
   bool ComputedBy(uint64_t hash, int replica) const;
-  bool ComputedByAny(uint64_t hash) const;
+  bool ComputedByAny(uint64_t hash) const { return Find(hash, 0).by_any; }
+  // Both at once, with one probe when `replica` computed it or there are at most 64 replicas.
+  struct Seen {
+    bool by_any = false;
+    bool by_replica = false;
+  };
+  Seen Find(uint64_t hash, int replica) const;
   // Calls f(replica) for each replica that computed the block, in replica order.
   template <typename F>
   void ForEachReplica(uint64_t hash, F&& f) const {

@@ -114,12 +114,10 @@ struct KvCacheManager::Rep {
     if (!caching_) return;
     attribution_ = true;
     if (!shadow_) MakeShadow(/*always=*/true);
-    if (history == nullptr) {
-      own_history_ = std::make_unique<kv::ComputeHistory>(1);
-      history = own_history_.get();
-      replica = 0;
-    }
-    PREFIXSIM_CHECK(replica >= 0 && replica < history->num_replicas());
+    // What this replica computed is the shadow's own entries, kept; the fleet's history only
+    // adds the other replicas.
+    shadow_->KeepComputed();
+    PREFIXSIM_CHECK(history == nullptr || (replica >= 0 && replica < history->num_replicas()));
     history_ = history;
     replica_ = replica;
   }
@@ -243,7 +241,7 @@ struct KvCacheManager::Rep {
     if (shadow_) {
       // What the same cache would give if it published every U-block and never rounded to S.
       st.shadow_alive = shadow_->AliveBlocks(fine, nf, max_hit / shadow_->unit());
-      const int64_t shadow_hit = ShadowHit(st.shadow_alive);
+      const int64_t shadow_hit = shadow_->HitTokens(st.shadow_alive);
       if (shadow_counts_loss_) {
         result.lost_to_alignment_tokens = std::max<int64_t>(0, shadow_hit - result.hit_tokens);
       }
@@ -466,12 +464,9 @@ struct KvCacheManager::Rep {
       EnsureHashes(st, shadow_->FineChunksFor(n));
       const int64_t held_before = st.shadow_held;
       shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
-                    &st.shadow_held);
-      if (attribution_) {
-        NoteComputed(st, held_before, st.shadow_held);
-        shadow_->MarkPublished(st.hashes.data(), coord_.CommonCacheLimit(n) / shadow_->unit(),
-                               st.shadow_held, &st.shadow_published);
-      }
+                    attribution_ ? coord_.CommonCacheLimit(n) / shadow_->unit() : 0,
+                    &st.shadow_held, &st.shadow_published);
+      if (attribution_) NoteComputed(st, held_before, st.shadow_held);
     }
     const int64_t limit = coord_.MaxCacheLimit(n);
     if (limit <= 0) return;
@@ -539,17 +534,12 @@ struct KvCacheManager::Rep {
     if (options_.check_invariants) CheckInvariants();
   }
 
-  int64_t ShadowHit(int64_t alive_blocks) const {
-    if (shadow_->drop_eagle() && alive_blocks > 0) --alive_blocks;
-    return alive_blocks * shadow_->unit();
-  }
-
   // The request computed (or took as a hit) its U-blocks [from, to): this replica has computed
   // them, and they are no longer in flight.
   void NoteComputed(RequestState& st, int64_t from, int64_t to) {
     for (int64_t j = from; j < to; ++j) {
       const uint64_t hash = shadow_->BlockHash(st.hashes.data(), j).hash;
-      history_->Record(hash, replica_);
+      if (history_ != nullptr) history_->Record(hash, replica_);
       if (j >= st.in_flight_from && j < st.in_flight_to) LeaveInFlight(hash);
     }
     st.in_flight_from = std::max(st.in_flight_from, std::min(to, st.in_flight_to));
@@ -605,11 +595,8 @@ struct KvCacheManager::Rep {
     while (pending < walk_limit && in_flight_.contains(shadow_->BlockHash(fine, pending).hash)) {
       ++pending;
     }
-    int64_t computed_here = alive;  // alive implies computed here
-    while (computed_here < walk_limit &&
-           history_->ComputedBy(shadow_->BlockHash(fine, computed_here).hash, replica_)) {
-      ++computed_here;
-    }
+    // Alive implies computed here.
+    const int64_t computed_here = shadow_->ComputedBlocks(fine, num_fine, alive, walk_limit);
     // Of the shadow's prefix, the part some holder was allowed to publish: past it, only the
     // round-down to S kept the blocks out of the cache (alignment); before it, a group failed to
     // keep what was published (not_checkpointed).
@@ -619,7 +606,7 @@ struct KvCacheManager::Rep {
     t[0] = h_tokens;
     t[1] = std::max(t[0], std::min(st.fine_hit, cap));
     t[2] = std::max(t[1], usable(published * unit));
-    t[3] = std::max(t[2], std::min(ShadowHit(alive), cap));
+    t[3] = std::max(t[2], std::min(shadow_->HitTokens(alive), cap));
     t[4] = std::max(t[3], usable(pending * unit));
     t[5] = std::max(t[4], usable(computed_here * unit));
     t[6] = std::max(t[5], usable(sighting.elsewhere_tokens));
@@ -634,27 +621,11 @@ struct KvCacheManager::Rep {
     m.tokens[static_cast<int>(MissCause::kCompulsory)] = cap - t[7];
     m.tokens[static_cast<int>(MissCause::kTail)] = num_tokens - cap;
     m.evicted_on_other_replicas = t[7] - t[6];
-    m.evicted_by = BreakerOf(st.limiting_group);
+    m.evicted_by = BreakerOfKind(plan_.groups[st.limiting_group].kind);
     if (t[6] > t[5]) m.elsewhere_replica = sighting.elsewhere_replica;
     PREFIXSIM_CHECK(m.total() == num_tokens);
     return m;
   }
-  EvictionBreaker BreakerOf(int group) const {
-    switch (plan_.groups[group].kind) {
-      case LayerKind::kFullAttention:
-        return EvictionBreaker::kFullAttention;
-      case LayerKind::kMla:
-        return EvictionBreaker::kMla;
-      case LayerKind::kSlidingWindow:
-        return EvictionBreaker::kSlidingWindow;
-      case LayerKind::kChunkedLocal:
-        return EvictionBreaker::kChunkedLocal;
-      case LayerKind::kMamba:
-        return EvictionBreaker::kMamba;
-    }
-    return EvictionBreaker::kFullAttention;
-  }
-
   // Invariants: the pool's own (queue links, every block exactly one of free / cached-free /
   // in use, the index), plus reference counts == occurrences in block tables, and a block id is
   // used by one group only.
@@ -699,11 +670,10 @@ struct KvCacheManager::Rep {
   std::vector<std::vector<BlockId>> fine_scratch_;
   std::unique_ptr<kv::ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
   bool shadow_counts_loss_ = false;          // U < A: lost_to_alignment_tokens is reported
-  // Miss attribution (miss_attribution.h): on or off, the fleet's history (or own_history_ for a
-  // single engine), this replica's index in it, and the running requests' uncomputed U-blocks
-  // (hash -> requests).
+  // Miss attribution (miss_attribution.h): on or off, the fleet's history (null for a single
+  // engine, whose shadow knows what it computed), this replica's index in it, and the running
+  // requests' uncomputed U-blocks (hash -> requests).
   bool attribution_ = false;
-  std::unique_ptr<kv::ComputeHistory> own_history_;
   kv::ComputeHistory* history_ = nullptr;
   int replica_ = 0;
   absl::flat_hash_map<uint64_t, int32_t> in_flight_;
@@ -854,15 +824,15 @@ ArrivalSighting SightAtArrival(const ComputeHistory& history,
   const int64_t unit = shadow.unit();
   const int64_t limit = std::min((request.prompt_tokens - 1) / unit,
                                  shadow.BlocksOf(static_cast<int64_t>(hashes->size())));
-  int64_t known = 0;
-  while (known < limit && history.ComputedByAny(shadow.BlockHash(hashes->data(), known).hash)) {
-    ++known;
+  // One walk: how far some replica had computed the prompt, and the chosen one.
+  int64_t known = 0, here = 0;
+  for (; known < limit; ++known) {
+    const ComputeHistory::Seen seen =
+        history.Find(shadow.BlockHash(hashes->data(), known).hash, chosen);
+    if (!seen.by_any) break;
+    if (here == known && seen.by_replica) ++here;
   }
   sight.fleet_known_tokens = known * unit;
-  int64_t here = 0;
-  while (here < known && history.ComputedBy(shadow.BlockHash(hashes->data(), here).hash, chosen)) {
-    ++here;
-  }
   if (here >= known) return sight;
   // Only a replica that computed the block where the chosen one's history ends can hold more.
   int64_t best = 0;

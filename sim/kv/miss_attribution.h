@@ -3,9 +3,9 @@
 // in kv_cache_manager.cc, where a manager's state is.
 //
 // A manager with attribution on keeps its shadow index (shadow_index.h) at the finest
-// prefix-cacheable block U whatever A is, the U-blocks each running request still has to
-// compute (the in-flight set), and records every U-block it computes in a ComputeHistory shared
-// by the fleet's replicas.
+// prefix-cacheable block U whatever A is, with its dead entries (what this replica ever
+// computed), the U-blocks each running request still has to compute (the in-flight set), and in
+// a fleet records every U-block it computes in a ComputeHistory shared by the replicas.
 #ifndef PREFIXSIM_SIM_KV_MISS_ATTRIBUTION_H_
 #define PREFIXSIM_SIM_KV_MISS_ATTRIBUTION_H_
 
@@ -30,8 +30,8 @@ struct ArrivalSighting {
 };
 
 // Turns attribution on for `manager`, replica `replica` of the fleet whose `history` it shares
-// (not owned; it must outlive the manager). `history` null: the manager keeps its own (a single
-// engine). No effect without prefix caching. REQUIRES: no request added yet.
+// (not owned; it must outlive the manager). `history` null: a single engine (its shadow index
+// answers what it computed). No effect without prefix caching. REQUIRES: no request added yet.
 void EnableMissAttribution(KvCacheManager& manager, ComputeHistory* history, int replica);
 bool MissAttributionEnabled(const KvCacheManager& manager);
 

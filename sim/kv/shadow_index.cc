@@ -17,12 +17,6 @@ ShadowIndex::ShadowIndex(const BlockPool* pool, int64_t unit, int64_t hash_block
   PREFIXSIM_CHECK(unit % hash_block_size == 0);
 }
 
-int64_t ShadowIndex::Lookup(const HashPair* fine, int64_t num_fine, int64_t max_hit) const {
-  int64_t j = AliveBlocks(fine, num_fine, max_hit / unit_);
-  if (drop_eagle_ && j > 0) --j;
-  return j * unit_;
-}
-
 int64_t ShadowIndex::AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t max_blocks) const {
   const int64_t limit = std::min(max_blocks, num_fine / ratio_);
   int64_t j = 0;
@@ -34,8 +28,17 @@ int64_t ShadowIndex::AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t
   return j;
 }
 
-void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t* held) {
+void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks,
+                       int64_t publishable_blocks, int64_t* held, int64_t* marked) {
   num_blocks = std::min(num_blocks, num_fine / ratio_);
+  // Blocks held by an earlier call that the caching rule lets the request publish only now (its
+  // computed tokens crossed an S boundary); the new blocks are marked as they are taken, so a
+  // unitary plan's blocks are each found once.
+  for (int64_t j = *marked; j < std::min(publishable_blocks, *held); ++j) {
+    auto it = map_.find(BlockHash(fine, j).hash);
+    PREFIXSIM_DCHECK(it != map_.end());
+    it->second.published = true;
+  }
   for (int64_t j = *held; j < num_blocks; ++j) {
     const HashPair& h = BlockHash(fine, j);
     auto [it, inserted] = map_.try_emplace(h.hash);
@@ -45,23 +48,14 @@ void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_block
     } else if (e.check != h.check) {
       // A 64-bit collision: the rest of this request's chain stays out of the shadow.
       ++collisions_;
-      return;
+      break;
     }
     ++e.refs;
+    e.published = e.published || j < publishable_blocks;
     *held = j + 1;
   }
+  *marked = std::max(*marked, std::min(publishable_blocks, *held));
   MaybeSweep();
-}
-
-void ShadowIndex::MarkPublished(const HashPair* fine, int64_t num_blocks, int64_t held,
-                                int64_t* marked) {
-  const int64_t end = std::min(num_blocks, held);
-  for (int64_t j = *marked; j < end; ++j) {
-    auto it = map_.find(BlockHash(fine, j).hash);
-    PREFIXSIM_DCHECK(it != map_.end());
-    it->second.published = true;
-  }
-  *marked = std::max(*marked, end);
 }
 
 int64_t ShadowIndex::FirstUnpublished(const HashPair* fine, int64_t from, int64_t to) const {
@@ -93,8 +87,21 @@ void ShadowIndex::Release(const HashPair* fine, int64_t* held, int64_t clock_bef
   *held = 0;
 }
 
+int64_t ShadowIndex::ComputedBlocks(const HashPair* fine, int64_t num_fine, int64_t from,
+                                    int64_t max_blocks) const {
+  PREFIXSIM_DCHECK(keep_computed_);
+  const int64_t limit = std::min(max_blocks, num_fine / ratio_);
+  int64_t j = from;
+  for (; j < limit; ++j) {
+    const HashPair& h = BlockHash(fine, j);
+    auto it = map_.find(h.hash);
+    if (it == map_.end() || it->second.check != h.check) break;
+  }
+  return j;
+}
+
 void ShadowIndex::MaybeSweep() {
-  if (map_.size() < next_sweep_) return;
+  if (keep_computed_ || map_.size() < next_sweep_) return;
   absl::erase_if(map_, [this](const auto& kv) { return !Alive(kv.second); });
   next_sweep_ = std::max<size_t>(4096, 2 * map_.size());
 }

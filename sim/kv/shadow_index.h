@@ -36,11 +36,14 @@ class ShadowIndex {
   // Whole U-blocks named by num_fine H-chunk hashes.
   int64_t BlocksOf(int64_t num_fine) const { return num_fine / ratio_; }
 
-  // The longest alive prefix, in tokens, of at most max_hit tokens (a multiple of U), less one
-  // U-block with drop_eagle. `fine` holds num_fine H-chunk hashes of the request.
-  int64_t Lookup(const HashPair* fine, int64_t num_fine, int64_t max_hit) const;
-  // The number of leading U-blocks alive, at most max_blocks (no EAGLE drop).
+  // The number of leading U-blocks alive, at most max_blocks (no EAGLE drop). `fine` holds
+  // num_fine H-chunk hashes of the request.
   int64_t AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t max_blocks) const;
+  // The hit, in tokens, that `alive_blocks` leading alive U-blocks give: less one U-block with
+  // drop_eagle.
+  int64_t HitTokens(int64_t alive_blocks) const {
+    return (drop_eagle_ && alive_blocks > 0 ? alive_blocks - 1 : alive_blocks) * unit_;
+  }
   bool drop_eagle() const { return drop_eagle_; }
   // The hash naming U-block j: the fine hash at its end.
   const HashPair& BlockHash(const HashPair* fine, int64_t j) const {
@@ -49,10 +52,11 @@ class ShadowIndex {
 
   // The request now holds its U-blocks [0, num_blocks): takes a reference on blocks
   // [*held, num_blocks) (publishing new ones) and advances *held. Stops at a hash collision.
-  void Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t* held);
-  // The request's held blocks [*marked, min(num_blocks, held)) are ones the real cache's caching
-  // rule let it publish (below the round-down to S); advances *marked. For miss attribution.
-  void MarkPublished(const HashPair* fine, int64_t num_blocks, int64_t held, int64_t* marked);
+  // Of its held blocks, the first `publishable_blocks` are ones the real cache's caching rule let
+  // it publish (below the round-down to S): they are marked so (miss attribution), blocks
+  // [0, *marked) being marked already; advances *marked.
+  void Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t publishable_blocks,
+            int64_t* held, int64_t* marked);
   // The first block in [from, to) that no holder was ever allowed to publish, or `to`.
   // REQUIRES: blocks [from, to) alive (AliveBlocks).
   int64_t FirstUnpublished(const HashPair* fine, int64_t from, int64_t to) const;
@@ -61,6 +65,15 @@ class ShadowIndex {
   // last holder leaves take the stamp of a real block freed now (see Release in shadow_index.cc).
   // `clock_before_free`: the pool's free clock before the request's real blocks were freed.
   void Release(const HashPair* fine, int64_t* held, int64_t clock_before_free);
+
+  // Keeps dead entries (no sweeps): the index then also records every U-block this cache ever
+  // computed, which miss attribution asks (ComputedBlocks). Memory grows with the distinct
+  // U-blocks computed.
+  void KeepComputed() { keep_computed_ = true; }
+  // With KeepComputed: the end of the run of blocks from `from` (at most max_blocks) that this
+  // cache has computed, alive or not.
+  int64_t ComputedBlocks(const HashPair* fine, int64_t num_fine, int64_t from,
+                         int64_t max_blocks) const;
 
   int64_t size() const { return static_cast<int64_t>(map_.size()); }
   int64_t collisions() const { return collisions_; }
@@ -82,6 +95,7 @@ class ShadowIndex {
   bool drop_eagle_;
   absl::flat_hash_map<uint64_t, Entry> map_;
   size_t next_sweep_ = 4096;
+  bool keep_computed_ = false;
   int64_t collisions_ = 0;
 };
 

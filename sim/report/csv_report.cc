@@ -29,7 +29,8 @@ void WriteRequestsCsvHeader(bool fleet, std::ostream& out) {
   out << "id,arrival_s,prompt_tokens,output_tokens,hit_tokens,alignment_loss_tokens,"
          "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,skipped";
   WriteMissHeader(out);
-  out << (fleet ? ",replica\n" : "\n");
+  // A fleet adds the replica that held what was missed as `elsewhere`, and the one that served.
+  out << (fleet ? ",elsewhere_replica,replica\n" : "\n");
 }
 
 void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
@@ -40,7 +41,11 @@ void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
                          served ? Ms(r.first_token_ns - r.arrival_ns) : "",
                          served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
   WriteMissColumns(r.miss, out);
-  if (fleet) out << "," << r.replica;
+  if (fleet) {
+    out << ",";
+    if (r.miss.elsewhere_replica >= 0) out << r.miss.elsewhere_replica;
+    out << "," << r.replica;
+  }
   out << "\n";
 }
 

@@ -491,11 +491,14 @@ constexpr const char* kCauseColors[kNumMissCauses] = {"#4e9f50", "#b8312f", "#e8
 // What each cause means, in MissCause order (docs/design.md §7 has the exact definitions).
 constexpr const char* kCauseMeanings[kNumMissCauses] = {
     "served from the cache.",
-    "every group has it cached at its own block boundary, but the hit is cut back to a multiple "
-    "of the hit alignment A. A block-size policy recovers it.",
-    "computed on this replica and within a cached block's lifetime, but some group never cached "
-    "it: the round-down to the scheduler block S kept it unpublished (the PR #53007 case), or a "
-    "mamba state fell between checkpoints. A block-size policy recovers it too.",
+    "what the LCM costs: computed on this replica, but the round-down to the scheduler block S "
+    "kept it unpublished (the PR #53007 case), or every group has it cached at its own block "
+    "boundary and the hit is cut back to a multiple of the hit alignment A. A block-size policy "
+    "recovers it.",
+    "computed and published on this replica, but a group never cached its state at that "
+    "boundary: a mamba state between checkpoints (no step ended there) or skipped in a verify "
+    "step, a sliding window's blocks freed out of the window. A block-size policy can recover "
+    "it too.",
     "another request on this replica is computing it right now.",
     "computed before and evicted since; the table names the group kind whose lookup broke the "
     "chain (or other_replica). More KV memory recovers it.",

@@ -2,12 +2,16 @@
 #ifndef PREFIXSIM_TESTS_KV_KV_TEST_UTIL_H_
 #define PREFIXSIM_TESTS_KV_KV_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
+#include "prefixsim/engine_config.h"
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/kv_plan.h"
+#include "prefixsim/model.h"
 #include "prefixsim/request.h"
 
 namespace prefixsim {
@@ -78,6 +82,17 @@ inline std::vector<uint32_t> Iota(int n, uint32_t first = 1) {
 inline std::vector<uint32_t> Concat(std::vector<uint32_t> a, const std::vector<uint32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
+}
+
+// The PR #53007 plan from the presets: Kimi-K3-like with the DSpark drafter under `policy`
+// (docs/semantics.md §13.B).
+inline KvPlan KimiPlan(const char* policy) {
+  auto model = LoadModel("kimi-k3-like");
+  auto engine = LoadEngine("kimi-k3-dspark");
+  EXPECT_TRUE(model.ok() && engine.ok());
+  auto plan = ResolveKvPlan(*model, *engine, policy);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : KvPlan{};
 }
 
 }  // namespace testing_kv

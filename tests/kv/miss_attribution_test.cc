@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "prefixsim/engine.h"
@@ -18,6 +20,7 @@
 #include "prefixsim/model.h"
 #include "prefixsim/trace.h"
 #include "sim/kv/compute_history.h"
+#include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/kv/kv_test_util.h"
 
@@ -32,6 +35,7 @@ using testing_kv::Checked;
 using testing_kv::Concat;
 using testing_kv::Group;
 using testing_kv::Iota;
+using testing_kv::KimiPlan;
 using testing_kv::Literal;
 using testing_kv::Plan;
 using testing_kv::Unitary;
@@ -169,15 +173,6 @@ TEST(MissAttributionTest, FreeingARequestTakesItsBlocksOutOfFlight) {
   EXPECT_EQ(Of(m, MissCause::kCompulsory), 16);
 }
 
-KvPlan KimiPlan(const char* policy) {
-  auto model = LoadModel("kimi-k3-like");
-  auto engine = LoadEngine("kimi-k3-dspark");
-  EXPECT_TRUE(model.ok() && engine.ok());
-  auto plan = ResolveKvPlan(*model, *engine, policy);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : KvPlan{};
-}
-
 // The PR #53007 plan (old: S = A = 13,824, U = 1536; docs/semantics.md §13.B). Turn 1 computes
 // 20,000 tokens; turn 2 repeats them and adds 1,000 (cap: the last 1536 boundary before 21,000 is
 // 19,968; tail 1,032).
@@ -293,6 +288,12 @@ TEST(MissAttributionTest, ElsewhereIsARoutingMiss) {
   EXPECT_EQ(m.elsewhere_replica, 0);
   EXPECT_EQ(m.main_cause(), MissCause::kElsewhere);
   EXPECT_EQ(rr.miss_causes.first.tokens[static_cast<int>(MissCause::kElsewhere)], 20);
+  // The per-request CSV names the replica that held it, before the one that served.
+  std::ostringstream csv;
+  WriteRequestsCsv(rr, csv);
+  const std::string text = csv.str();
+  EXPECT_NE(text.find(",elsewhere_replica,replica\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(",elsewhere,0,0,0,0,20,0,2,0,1\n"), std::string::npos) << text;
   engine.fleet.router = "kv_aware";
   const ReplayResult kv = MustReplay(plan, engine, reqs);
   EXPECT_EQ(kv.per_request[1].miss.of(MissCause::kHit), 20);
@@ -354,6 +355,13 @@ TEST(MissAttributionTest, ComputeHistoryKeepsEachReplicaApart) {
   EXPECT_FALSE(h.ComputedBy(42, 64));
   EXPECT_TRUE(h.ComputedByAny(7));
   EXPECT_FALSE(h.ComputedByAny(8));
+  // Find answers both from the replica's own word or, failing that, the others.
+  EXPECT_TRUE(h.Find(42, 3).by_any && h.Find(42, 3).by_replica);
+  EXPECT_TRUE(h.Find(42, 64).by_any);
+  EXPECT_FALSE(h.Find(42, 64).by_replica);
+  EXPECT_TRUE(h.Find(7, 0).by_any);
+  EXPECT_FALSE(h.Find(7, 0).by_replica);
+  EXPECT_FALSE(h.Find(8, 129).by_any);
   std::vector<int> seen;
   h.ForEachReplica(42, [&](int r) { seen.push_back(r); });
   EXPECT_EQ(seen, (std::vector<int>{3, 129}));

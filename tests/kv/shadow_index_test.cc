@@ -19,6 +19,7 @@ using testing_kv::Checked;
 using testing_kv::Concat;
 using testing_kv::Group;
 using testing_kv::Iota;
+using testing_kv::KimiPlan;
 using testing_kv::Literal;
 using testing_kv::Plan;
 using testing_kv::Unitary;
@@ -78,15 +79,6 @@ TEST(ShadowIndexTest, NonHybridLosesNothing) {
   EXPECT_EQ(h.hit_tokens, 20);
   EXPECT_EQ(h.lost_to_alignment_tokens, 0);
   Finish(m, b);
-}
-
-KvPlan KimiPlan(const char* policy) {
-  auto model = LoadModel("kimi-k3-like");
-  auto engine = LoadEngine("kimi-k3-dspark");
-  EXPECT_TRUE(model.ok() && engine.ok());
-  auto plan = ResolveKvPlan(*model, *engine, policy);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : KvPlan{};
 }
 
 // The PR #53007 plan (old: MLA and KDA at 1536, the drafter's SWA at 1728, S = A = 13,824). Turn

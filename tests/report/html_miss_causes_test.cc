@@ -15,6 +15,7 @@
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/report/html_test_util.h"
 
 namespace prefixsim {
 namespace {
@@ -24,13 +25,7 @@ constexpr int kNotCheckpointed = static_cast<int>(MissCause::kNotCheckpointed);
 
 std::string Name(int cause) { return std::string(MissCauseName(static_cast<MissCause>(cause))); }
 
-// The text from `open` to the next `close` ("" if absent).
-std::string Section(const std::string& s, const std::string& open, const std::string& close) {
-  const size_t a = s.find(open);
-  if (a == std::string::npos) return "";
-  const size_t b = s.find(close, a);
-  return b == std::string::npos ? "" : s.substr(a, b - a);
-}
+using testing_html::Section;
 
 int Count(const std::string& s, const std::string& what) {
   int n = 0;
@@ -347,27 +342,8 @@ TEST(HtmlMissCausesTest, PageIsDeterministic) {
 // never published. The bars carry the replays' own totals, the over-time charts the causes that
 // are non-zero, and a second replay gives the same page byte for byte.
 TEST(HtmlMissCausesTest, RealReplayBarsMatchItsTotals) {
-  using testing_engine::MustReplay;
-  using testing_engine::Req;
-  using testing_engine::SmallEngine;
-  using testing_kv::Group;
-  using testing_kv::Iota;
-  const KvPlan hybrid = testing_kv::Plan(
-      {Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 24, /*window=*/1024)},
-      /*num_blocks=*/256, /*s=*/48, /*h=*/8, /*a=*/48);
-  const KvPlan full = testing_kv::Unitary(LayerKind::kFullAttention, 16, 256);
   const std::vector<int> lengths = {100, 40, 48, 49, 100, 300, 70, 130};
-  std::vector<Request> reqs;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    reqs.push_back(Req(i, 1000.0 * static_cast<double>(i), Iota(lengths[i]), 2));
-  }
-  auto run = [&] {
-    ReplayResult h = MustReplay(hybrid, SmallEngine(512), reqs);
-    ReplayResult f = MustReplay(full, SmallEngine(512), reqs);
-    h.policy = "hybrid";
-    f.policy = "full";
-    return std::vector<ReplayResult>{h, f};
-  };
+  auto run = [&] { return testing_html::HybridAndFullReplays(lengths); };
   const std::vector<ReplayResult> results = run();
   const std::string page = ComparisonHtml(results, "replay");
   EXPECT_EQ(page, ComparisonHtml(run(), "replay"));

@@ -9,6 +9,7 @@
 #include "sim/report/report.h"
 #include "tests/cli_runner.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/report/html_test_util.h"
 
 namespace prefixsim {
 namespace {
@@ -83,13 +84,7 @@ TEST(HtmlReportTest, CapacitiesFlagErrors) {
   EXPECT_EQ(bad.output.find("hit rate"), std::string::npos) << "replayed before failing";
 }
 
-// The text from `open` to the next `close` ("" if absent).
-std::string Section(const std::string& s, const std::string& open, const std::string& close) {
-  const size_t a = s.find(open);
-  if (a == std::string::npos) return "";
-  const size_t b = s.find(close, a);
-  return b == std::string::npos ? "" : s.substr(a, b - a);
-}
+using testing_html::Section;
 
 RequestRecord Served(uint64_t id, int64_t prompt_tokens, int64_t hit_tokens) {
   RequestRecord r;
@@ -168,25 +163,11 @@ TEST(HtmlReportTest, CliffChartBinsAndMarksEachPolicy) {
 // never hit although an earlier prompt holds them whole, where full attention alone (A = 16) hits
 // 32 of each; the chart and its per-policy line say so.
 TEST(HtmlReportTest, CliffOnAHybridPlanReplay) {
-  using testing_engine::MustReplay;
-  using testing_engine::Req;
-  using testing_engine::SmallEngine;
-  using testing_kv::Group;
-  using testing_kv::Iota;
-  const KvPlan hybrid = testing_kv::Plan(
-      {Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 24, /*window=*/1024)},
-      /*num_blocks=*/256, /*s=*/48, /*h=*/8, /*a=*/48);
-  const KvPlan full = testing_kv::Unitary(LayerKind::kFullAttention, 16, 256);
   // One at a time (a second apart): each finds the earlier prompts cached.
   const std::vector<int> lengths = {100, 40, 48, 49, 100, 300};
-  std::vector<Request> reqs;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    reqs.push_back(Req(i, 1000.0 * static_cast<double>(i), Iota(lengths[i]), 2));
-  }
-  ReplayResult h = MustReplay(hybrid, SmallEngine(512), reqs);
-  ReplayResult f = MustReplay(full, SmallEngine(512), reqs);
-  h.policy = "hybrid";
-  f.policy = "full";
+  const std::vector<ReplayResult> results = testing_html::HybridAndFullReplays(lengths);
+  const ReplayResult& h = results[0];
+  const ReplayResult& f = results[1];
   ASSERT_EQ(h.per_request.size(), lengths.size());
   ASSERT_EQ(f.per_request.size(), lengths.size());
   for (size_t i = 0; i < lengths.size(); ++i) {
