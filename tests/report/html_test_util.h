@@ -33,8 +33,8 @@ inline std::vector<ReplayResult> HybridAndFullReplays(const std::vector<int>& le
   const KvPlan full = testing_kv::Unitary(LayerKind::kFullAttention, 16, 256);
   std::vector<Request> reqs;
   for (size_t i = 0; i < lengths.size(); ++i) {
-    reqs.push_back(testing_engine::Req(i, 1000.0 * static_cast<double>(i),
-                                       testing_kv::Iota(lengths[i]), 2));
+    reqs.push_back(
+        testing_engine::Req(i, 1000.0 * static_cast<double>(i), testing_kv::Iota(lengths[i]), 2));
   }
   ReplayResult h = testing_engine::MustReplay(hybrid, testing_engine::SmallEngine(512), reqs);
   ReplayResult f = testing_engine::MustReplay(full, testing_engine::SmallEngine(512), reqs);
