@@ -155,7 +155,10 @@ struct RequestRecord {
   int64_t first_token_ns = -1;
   int64_t finish_ns = -1;
   int32_t preemptions = 0;
-  int32_t replica = 0;   // the fleet replica that served it
+  int32_t replica = 0;  // the fleet replica that served it
+  // Fleets: the hit the best replica would have given at arrival minus the chosen one's (its
+  // lookup on the exact view, sim/fleet/cache_view.h).
+  int64_t routing_regret_tokens = 0;
   MissAttribution miss;  // at the first admission (all zero if not admitted or not attributed)
   // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt", or
   // "interrupted" (still waiting or running when an interrupted replay stopped).
@@ -196,9 +199,17 @@ struct FleetSummary {
   double ttft_slo_ms = 0;
   int64_t trace_span_ns = 0;  // first to last arrival
   std::vector<AutoSizeProbe> probes;
-  // kv_aware routers with ReplayOptions::check_invariants: routing lookups on the router's
-  // mirrors verified equal to the replicas' own lookups.
+  // Routers with a cache view: its name (sim/fleet/cache_view.h); "" for the others.
+  std::string router_view;
+  // With ReplayOptions::check_invariants: lookups on the fleet's exact index verified equal to
+  // the replicas' own lookups.
   int64_t router_index_checks = 0;
+  // Routing regret, summed over arrivals: for each request, the hit the best replica's lookup
+  // would have given at arrival minus the hit the chosen replica's would (both on the exact
+  // view); and the sum of the best hits, so the regret reads as a share of what was there.
+  int64_t routing_regret_tokens = 0;
+  int64_t best_replica_hit_tokens = 0;
+  int64_t requests_with_regret = 0;
 };
 
 // A new counter here is listed once in ForEachMergedCounter, which MergeCounters (the fleet's

@@ -76,11 +76,22 @@ struct CostModelConfig {
 // the plain single-engine replay.
 inline constexpr int kMaxReplicas = 4096;
 
+// How a KV-aware router sees the replicas' caches (sim/fleet/cache_view.h): "" is the router's
+// own default (kv_aware: exact; kv_aware_unaligned: attention_only).
+struct RouterViewConfig {
+  std::string kind;           // exact | delayed | lossy | attention_only | approximate
+  double event_delay_ms = 0;  // delayed: how late the router applies each event
+  double event_loss = 0;      // lossy: the fraction of events the router never receives
+  int64_t max_blocks = 0;     // approximate: the most prompt blocks it remembers (0: the fleet's)
+  double ttl_s = 0;           // approximate: forget blocks not routed for this long (0: never)
+};
+
 struct FleetConfig {
   int replicas = 1;                    // engine replicas; >= 1
   bool auto_replicas = false;          // search the smallest fleet that keeps up (replicas ignored)
   std::string router = "round_robin";  // a name registered in sim/fleet/router_registry.cc
   double overlap_weight = 1.0;         // kv_aware routers: weight of the prompt tokens to compute
+  RouterViewConfig view;               // kv_aware routers: how they see the caches
   double ttft_slo_ms = 2000;           // --replicas auto: p99 TTFT the fleet must hold
 };
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/fleet/cache_view.h"
 #include "sim/fleet/router.h"
 #include "sim/util/byte_size.h"
 #include "sim/util/did_you_mean.h"
@@ -82,6 +83,20 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
                     " (default round_robin)");
   g->add_option("--overlap-weight", o->overlap_weight,
                 "kv_aware routers: weight of the prompt tokens a replica must compute (default 1)");
+  g->add_option(
+      "--router-view", o->router_view,
+      "how kv_aware routers see the caches: " + absl::StrJoin(fleet::RegisteredCacheViews(), ", ") +
+          " (default exact; kv_aware_unaligned: attention_only)");
+  g->add_option("--kv-event-delay-ms", o->kv_event_delay_ms,
+                "--router-view delayed: how late each cache event reaches the router, in ms");
+  g->add_option("--kv-event-loss", o->kv_event_loss,
+                "--router-view lossy: the fraction of cache events the router never receives");
+  g->add_option("--router-max-blocks", o->router_max_blocks,
+                "--router-view approximate: the most prompt blocks the router remembers "
+                "(default: as many as the fleet's KV blocks)");
+  g->add_option("--router-ttl-s", o->router_ttl_s,
+                "--router-view approximate: forget blocks not routed for this long (default "
+                "never)");
   g->add_option("--ttft-slo-ms", o->ttft_slo_ms,
                 "--replicas auto: p99 TTFT the fleet must hold, in ms (default 2000)");
 }

@@ -140,6 +140,7 @@ void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/,
     rec.arrival_ns = sim->request->arrival_ns;
     rec.prompt_tokens = sim->request->prompt_tokens;
     rec.replica = replica_;
+    rec.routing_regret_tokens = sighting.routing_regret_tokens;
     sim->record_index = records_->Add(std::move(rec));
   }
   if (free_slots_.empty()) {

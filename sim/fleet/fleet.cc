@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
 #include "sim/engine/metrics.h"
+#include "sim/kv/routing.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -35,9 +36,8 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   config.num_replicas = replicas;
   config.seed = options.seed;
   config.overlap_weight = engine.fleet.overlap_weight;
-  config.plan = &fleet->plan_;
-  config.verify_index = options.check_invariants;
   PREFIXSIM_ASSIGN_OR_RETURN(fleet->router_, NewRouter(engine.fleet.router, config));
+  PREFIXSIM_RETURN_IF_ERROR(fleet->CreateViews(replicas));
   RequestLog* records = options.record_requests || options.record_sink ? &fleet->records_ : nullptr;
   if (options.attribute_misses && replicas > 1) {
     fleet->history_ = std::make_unique<kv::ComputeHistory>(replicas);
@@ -49,10 +49,97 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
     fleet->kv_caches_.push_back(&sim->kv());
     fleet->replicas_.push_back(std::move(sim));
   }
-  fleet->view_ = std::make_unique<FleetView>(&fleet->replicas_);
-  fleet->router_->Attach(*fleet->view_);
+  fleet->view_ = std::make_unique<FleetView>(
+      &fleet->replicas_, fleet->routing_view_ == fleet->exact_view_.get() ? &fleet->exact_hits_
+                                                                          : &fleet->view_overlaps_);
+  if (fleet->exact_view_ != nullptr) {
+    const auto* exact = static_cast<const IndexedView*>(fleet->exact_view_.get());
+    for (int r = 0; r < replicas; ++r) {
+      fleet->feeds_.push_back(std::make_unique<ReplicaFeed>(fleet.get(), r));
+      kv::AttachCacheListener(*fleet->kv_caches_[r], fleet->feeds_.back().get(),
+                              &exact->index().table());
+    }
+  }
   fleet->touched_.assign(replicas, 0);
   return fleet;
+}
+
+absl::Status Fleet::CreateViews(int replicas) {
+  const std::string_view router_default = router_->default_view();
+  const std::string& asked = engine_.fleet.view.kind;
+  if (!asked.empty() && router_default.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router view '", asked, "': router ", std::string(router_->name()),
+                     " does not read the caches (views apply to kv_aware and kv_aware_unaligned)"));
+  }
+  if (!asked.empty() && router_->name() == "kv_aware_unaligned" && asked != router_default) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router view '", asked,
+                     "': kv_aware_unaligned is kv_aware on the attention_only view; use "
+                     "--router kv_aware --router-view ",
+                     asked));
+  }
+  if (replicas < 2) return absl::OkStatus();
+  CacheViewConfig config;
+  config.num_replicas = replicas;
+  config.seed = options_.seed;
+  config.plan = &plan_;
+  config.view.kind = "exact";
+  PREFIXSIM_ASSIGN_OR_RETURN(exact_view_, NewCacheView(config));
+  exact_index_ = &static_cast<IndexedView*>(exact_view_.get())->mutable_index();
+  if (router_default.empty()) return absl::OkStatus();
+  config.view = engine_.fleet.view;
+  if (config.view.kind.empty()) config.view.kind = std::string(router_default);
+  if (config.view.kind == "exact") {
+    routing_view_ = exact_view_.get();
+  } else {
+    PREFIXSIM_ASSIGN_OR_RETURN(router_view_, NewCacheView(config));
+    routing_view_ = router_view_.get();
+    router_view_reads_events_ = router_view_->reads_events();
+  }
+  return absl::OkStatus();
+}
+
+void Fleet::ReplicaFeed::OnBlockStored(uint64_t key, uint32_t tag, int group) {
+  fleet_->exact_index_->Store(replica_, key, tag);
+  if (fleet_->router_view_reads_events_) {
+    fleet_->router_view_->OnStored(replica_, key, tag, group, fleet_->event_clock_ns_);
+  }
+}
+
+void Fleet::ReplicaFeed::OnBlockRemoved(uint64_t key, int group) {
+  const bool held = fleet_->exact_index_->Remove(replica_, key);
+  PREFIXSIM_DCHECK(held);  // every remove follows its store
+  static_cast<void>(held);
+  if (fleet_->router_view_reads_events_) {
+    fleet_->router_view_->OnRemoved(replica_, key, group, fleet_->event_clock_ns_);
+  }
+}
+
+int Fleet::RouteArrival(int64_t now, kv::ArrivalSighting* sighting) {
+  const Request& request = *pending_;
+  KvCacheManager& any = *kv_caches_[0];
+  kv::HashPrompt(any, request, &route_hashes_);
+  exact_view_->Overlaps(any, request, route_hashes_, now, &exact_hits_);
+  if (options_.check_invariants) {
+    // The fleet's index read for each replica gives the replica's own lookup.
+    for (size_t r = 0; r < kv_caches_.size(); ++r) {
+      PREFIXSIM_CHECK(exact_hits_[r] == kv::PeekPromptHit(*kv_caches_[r], request, route_hashes_));
+      ++router_index_checks_;
+    }
+  }
+  if (router_view_ != nullptr) {
+    router_view_->Overlaps(any, request, route_hashes_, now, &view_overlaps_);
+  }
+  const int r = router_->Route(request, *view_);
+  PREFIXSIM_CHECK(r >= 0 && r < static_cast<int>(replicas_.size()));
+  if (router_view_ != nullptr) router_view_->Routed(request, route_hashes_, r, now);
+  const int64_t best = *std::max_element(exact_hits_.begin(), exact_hits_.end());
+  sighting->routing_regret_tokens = best - exact_hits_[r];
+  best_replica_hit_tokens_ += best;
+  routing_regret_tokens_ += sighting->routing_regret_tokens;
+  requests_with_regret_ += sighting->routing_regret_tokens > 0;
+  return r;
 }
 
 absl::Status Fleet::ReadNext(TraceReader& trace) {
@@ -89,6 +176,7 @@ absl::StatusOr<ReplayResult> Fleet::Run(TraceReader& trace) {
         PREFIXSIM_RETURN_IF_ERROR(HandleArrivals(trace));
         break;
       case Event::kStepDone:
+        event_clock_ns_ = events_.now();
         replicas_[ev.payload.replica]->FinishStep(events_.now());
         PREFIXSIM_RETURN_IF_ERROR(StartStep(ev.payload.replica));
         break;
@@ -108,11 +196,12 @@ absl::Status Fleet::HandleArrivals(TraceReader& trace) {
   while (pending_ && pending_->arrival_ns <= now) {
     if (first_arrival_ns_ < 0) first_arrival_ns_ = pending_->arrival_ns;
     requests_read_ += 1;
-    const int r = replicas_.size() == 1 ? 0 : router_->Route(*pending_, *view_);
-    PREFIXSIM_CHECK(r >= 0 && r < static_cast<int>(replicas_.size()));
     kv::ArrivalSighting sighting;
+    const int r = replicas_.size() == 1 ? 0 : RouteArrival(now, &sighting);
     if (history_) {
+      const int64_t regret = sighting.routing_regret_tokens;
       sighting = kv::SightAtArrival(*history_, kv_caches_, r, *pending_, &sighting_hashes_);
+      sighting.routing_regret_tokens = regret;
     }
     replicas_[r]->Admit(std::move(pending_), now, sighting);
     touched_[r] = 1;
@@ -146,6 +235,7 @@ absl::Status Fleet::StartStep(int replica) {
   Simulator& sim = *replicas_[replica];
   const int64_t next_arrival = pending_ ? pending_->arrival_ns : INT64_MAX;
   for (int64_t now = events_.now();;) {
+    event_clock_ns_ = now;
     PREFIXSIM_ASSIGN_OR_RETURN(const int64_t dt, sim.StartStep(now));
     if (dt == 0) return absl::OkStatus();
     total_steps_ += 1;
@@ -155,6 +245,7 @@ absl::Status Fleet::StartStep(int replica) {
       events_.Push(now, Event{Event::kStepDone, replica});
       return absl::OkStatus();
     }
+    event_clock_ns_ = now;
     sim.FinishStep(now);
   }
 }
@@ -250,7 +341,11 @@ ReplayResult Fleet::Collect() {
     summary.imbalance = mean > 0 ? static_cast<double>(max_requests) / mean : 0.0;
     summary.ttft_slo_ms = engine_.fleet.ttft_slo_ms;
     summary.trace_span_ns = r.trace_span_ns;
-    summary.router_index_checks = router_->index_checks();
+    if (routing_view_ != nullptr) summary.router_view = std::string(routing_view_->name());
+    summary.router_index_checks = router_index_checks_;
+    summary.routing_regret_tokens = routing_regret_tokens_;
+    summary.best_replica_hit_tokens = best_replica_hit_tokens_;
+    summary.requests_with_regret = requests_with_regret_;
     r.fleet = std::move(summary);
   }
   r.wall_time_s =

@@ -14,6 +14,7 @@
 #include "sim/engine/event_queue.h"
 #include "sim/engine/replay_tuning.h"
 #include "sim/engine/simulator.h"
+#include "sim/fleet/cache_view.h"
 #include "sim/fleet/router.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/compute_history.h"
@@ -39,10 +40,25 @@ class Fleet {
     enum Kind { kArrival, kStepDone } kind;
     int replica;
   };
+  // A replica's cache events, stamped with the simulated time, to the fleet's views.
+  class ReplicaFeed final : public CacheEventListener {
+   public:
+    ReplicaFeed(Fleet* fleet, int replica) : fleet_(fleet), replica_(replica) {}
+    void OnBlockStored(uint64_t key, uint32_t tag, int group) override;
+    void OnBlockRemoved(uint64_t key, int group) override;
+
+   private:
+    Fleet* fleet_;
+    int replica_;
+  };
 
   Fleet(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
         const ReplayTuning& tuning, bool report_fleet);
+  absl::Status CreateViews(int replicas);
   absl::Status ReadNext(TraceReader& trace);
+  // The replica that serves the pending request arriving `now`, and the sighting at arrival
+  // (miss attribution, routing regret).
+  int RouteArrival(int64_t now, kv::ArrivalSighting* sighting);
   absl::Status HandleArrivals(TraceReader& trace);
   // Starts the idle `replica`'s next step now, and runs on the steps that end before the next
   // arrival (see fleet.cc).
@@ -60,6 +76,19 @@ class Fleet {
   std::vector<std::unique_ptr<Simulator>> replicas_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<FleetView> view_;
+  // More than one replica: the exact view (every replica's hit, for the routing regret and for
+  // routers on it), and the router's own view when it reads another (else null).
+  std::unique_ptr<CacheView> exact_view_;
+  kv::FleetIndex* exact_index_ = nullptr;  // the exact view's, fed directly (no second dispatch)
+  std::unique_ptr<CacheView> router_view_;
+  bool router_view_reads_events_ = false;
+  CacheView* routing_view_ = nullptr;  // the view the router reads, or null
+  std::vector<std::unique_ptr<ReplicaFeed>> feeds_;
+  int64_t event_clock_ns_ = 0;  // the simulated time of the replica's call in progress
+  std::vector<kv::HashPair> route_hashes_;
+  std::vector<int64_t> exact_hits_, view_overlaps_;
+  int64_t router_index_checks_ = 0;
+  int64_t routing_regret_tokens_ = 0, best_replica_hit_tokens_ = 0, requests_with_regret_ = 0;
   // Miss attribution over the replicas (null for one replica or with attribution off).
   std::unique_ptr<kv::ComputeHistory> history_;
   std::vector<KvCacheManager*> kv_caches_;

@@ -12,36 +12,35 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "prefixsim/kv_cache_manager.h"
-#include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
 #include "sim/engine/simulator.h"
 
 namespace prefixsim {
 namespace fleet {
 
-// What a router may see of the fleet: each replica's outstanding work, and its KV cache (to
-// subscribe to the cache's events and to run the replica's own lookup rule on a mirror).
+// What a router may see of the fleet: each replica's outstanding work and, for routers with a
+// cache view (Router::default_view), the prefix of the arriving prompt that the view believes
+// each replica holds (cache_view.h).
 class FleetView {
  public:
-  explicit FleetView(std::vector<std::unique_ptr<Simulator>>* replicas) : replicas_(replicas) {}
+  FleetView(std::vector<std::unique_ptr<Simulator>>* replicas, const std::vector<int64_t>* overlaps)
+      : replicas_(replicas), overlaps_(overlaps) {}
   int num_replicas() const { return static_cast<int>(replicas_->size()); }
   int64_t OutstandingTokens(int replica) const {
     return (*replicas_)[replica]->OutstandingTokens();
   }
-  KvCacheManager& kv(int replica) const { return (*replicas_)[replica]->kv(); }
+  // REQUIRES: the router has a cache view.
+  int64_t Overlap(int replica) const { return (*overlaps_)[replica]; }
 
  private:
   std::vector<std::unique_ptr<Simulator>>* replicas_;
+  const std::vector<int64_t>* overlaps_;
 };
 
 struct RouterConfig {
   int num_replicas = 1;
   uint64_t seed = 0;          // random: its own stream, derived from --seed
   double overlap_weight = 1;  // kv_aware routers
-  const KvPlan* plan = nullptr;
-  // kv_aware routers: check every overlap read on a mirror against the replica's own cache.
-  bool verify_index = false;
 };
 
 class Router {
@@ -51,13 +50,11 @@ class Router {
   // Whether the router weighs cache overlap against load with RouterConfig::overlap_weight: the
   // fleet's report shows the weight only for routers that read it.
   virtual bool uses_overlap_weight() const { return false; }
-  // Called once, before the first request: routers that watch the replicas' caches subscribe to
-  // their events here.
-  virtual void Attach(FleetView& /*fleet*/) {}
+  // The cache view (cache_view.h) the router reads FleetView::Overlap from unless the engine
+  // names another; "" for routers that do not look at the caches.
+  virtual std::string_view default_view() const { return ""; }
   // The replica, in [0, num_replicas), that serves `request`, which arrives now.
   virtual int Route(const Request& request, const FleetView& fleet) = 0;
-  // Overlaps verified against the replicas' caches (RouterConfig::verify_index).
-  virtual int64_t index_checks() const { return 0; }
 };
 
 // The replica with the fewest outstanding tokens; ties go to the lowest index.

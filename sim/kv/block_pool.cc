@@ -5,33 +5,46 @@
 namespace prefixsim {
 namespace kv {
 
+namespace {
+// A pool's index starts sized for this many entries (a 64 KiB table) and grows.
+constexpr int64_t kInitialIndexEntries = 1024;
+}  // namespace
+
 BlockPool::BlockPool(int64_t num_blocks)
     : num_blocks_(num_blocks),
-      meta_(static_cast<size_t>(num_blocks), Meta{}),
-      index_(num_blocks, /*headroom=*/4) {
+      meta_(static_cast<size_t>(num_blocks), BigArray<Meta>::Unwritten{}),
+      index_(std::min<int64_t>(num_blocks, kInitialIndexEntries), /*headroom=*/4),
+      index_full_capacity_(PrefixIndex::CapacityFor(num_blocks, /*headroom=*/4)) {
   PREFIXSIM_CHECK(num_blocks >= 2);
   PREFIXSIM_CHECK(num_blocks < (int64_t{1} << 31) - 1);
-  // Room for twice the blocks: a squeeze happens after at least num_blocks holes.
+  // Room for twice the blocks: a squeeze happens after at least num_blocks holes. Only
+  // [ring_front_, ring_back_) is ever read, and it is written first.
   uint64_t cap = 16;
   while (cap < static_cast<uint64_t>(num_blocks) * 2) cap <<= 1;
-  ring_ = BigArray<BlockId>(cap, kHole);
+  ring_ = BigArray<BlockId>(cap, BigArray<BlockId>::Unwritten{});
   ring_mask_ = cap - 1;
-  // Block 0 is popped at start as the null block: never freed, never cached.
+  // Block 0 is popped at start as the null block: never freed, never cached. The others are
+  // the fresh run, the whole queue.
+  meta_[kNullBlock] = Meta{};
   meta_[kNullBlock].ref = 1;
-  for (BlockId b = 1; b < num_blocks; ++b) PushBack(b);
+  num_free_ = num_blocks - 1;
 }
 
 void BlockPool::SqueezeRing() {
   int64_t out = ring_front_;
+  int64_t fresh_position = ring_front_;
   for (int64_t in = ring_front_; in < ring_back_; ++in) {
+    if (in == fresh_position_) fresh_position = out;
     const BlockId b = ring_[static_cast<uint64_t>(in) & ring_mask_];
     if (b == kHole) continue;
     ring_[static_cast<uint64_t>(out) & ring_mask_] = b;
     meta_[b].queue_position = out++;
   }
+  if (fresh_position_ >= ring_back_) fresh_position = out;
   for (int64_t p = out; p < ring_back_; ++p) ring_[static_cast<uint64_t>(p) & ring_mask_] = kHole;
   ring_back_ = out;
-  PREFIXSIM_CHECK(ring_back_ - ring_front_ == num_free_);
+  fresh_position_ = fresh_position;
+  PREFIXSIM_CHECK(ring_back_ - ring_front_ + (num_blocks_ - fresh_) == num_free_);
 }
 
 void BlockPool::PushBack(BlockId b) {
@@ -61,7 +74,7 @@ void BlockPool::Uncache(BlockId b) {
 
 void BlockPool::RemoveFromIndex(BlockId b) {
   Meta& m = meta_[b];
-  if (listener_ != nullptr) listener_->OnBlockRemoved(m.hash.hash ^ GroupSalt(m.group));
+  if (listener_ != nullptr) listener_->OnBlockRemoved(m.hash.hash ^ GroupSalt(m.group), m.group);
   const BlockId p = m.dup_prev, n = m.dup_next;
   if (p == kNoBlock) {
     // Stores only: the slot's cache line is not read, so a cold one does not stall us.
@@ -86,6 +99,20 @@ void BlockPool::RemoveFromIndex(BlockId b) {
 BlockId BlockPool::Allocate() {
   PREFIXSIM_CHECK(num_free_ > 0);
   BlockId b;
+  if (fresh_ < num_blocks_) {
+    // The queue's head is before the fresh run, or the fresh run itself.
+    while (ring_front_ < fresh_position_ &&
+           ring_[static_cast<uint64_t>(ring_front_) & ring_mask_] == kHole) {
+      ++ring_front_;
+    }
+    if (ring_front_ == fresh_position_) {
+      b = fresh_++;
+      meta_[b] = Meta{};
+      meta_[b].ref = 1;
+      --num_free_;
+      return b;
+    }
+  }
   while ((b = ring_[static_cast<uint64_t>(ring_front_) & ring_mask_]) == kHole) ++ring_front_;
   ++ring_front_;
   meta_[b].queue_position = kNotQueued;
@@ -125,8 +152,12 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   PREFIXSIM_CHECK(b != kNullBlock && meta_[b].ref > 0 && meta_[b].group < 0);
   const uint64_t key = h.hash ^ GroupSalt(group);
   if (index_.NeedsRebuild()) {
-    index_.Rebuild(
-        [this](int32_t head, uint64_t position) { meta_[head].index_position = position; });
+    auto moved = [this](int32_t head, uint64_t position) { meta_[head].index_position = position; };
+    if (index_.capacity() < index_full_capacity_ && index_.size() * 4 >= index_.capacity()) {
+      index_.Grow(moved);
+    } else {
+      index_.Rebuild(moved);
+    }
   }
   PrefixIndex::Slot* slot = index_.FindOrEmpty(key);
   if (slot->block <= 0) {
@@ -145,17 +176,22 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   meta_[b].hash = h;
   meta_[b].group = group;
   ++num_cached_;
-  if (listener_ != nullptr) listener_->OnBlockStored(key, Tag(group, h));
+  if (listener_ != nullptr) listener_->OnBlockStored(key, Tag(group, h), group);
   return true;
 }
 
 std::vector<BlockId> BlockPool::FreeQueue() const {
   std::vector<BlockId> out;
   out.reserve(static_cast<size_t>(num_free_));
+  auto fresh_run = [&] {
+    for (BlockId b = fresh_; b < num_blocks_; ++b) out.push_back(b);
+  };
   for (int64_t p = ring_front_; p < ring_back_; ++p) {
+    if (p == fresh_position_) fresh_run();
     const BlockId b = ring_[static_cast<uint64_t>(p) & ring_mask_];
     if (b != kHole) out.push_back(b);
   }
+  if (fresh_position_ >= ring_back_) fresh_run();
   return out;
 }
 
@@ -170,15 +206,20 @@ void BlockPool::CheckInvariants() const {
   for (int64_t p = ring_front_; p < ring_back_; ++p) {
     const BlockId b = ring_[static_cast<uint64_t>(p) & ring_mask_];
     if (b == kHole) continue;
-    PREFIXSIM_CHECK(b > 0 && b < num_blocks_);
+    PREFIXSIM_CHECK(b > 0 && b < fresh_);
     PREFIXSIM_CHECK(meta_[b].queue_position == p);
     PREFIXSIM_CHECK(meta_[b].ref == 0);
     ++n;
   }
-  PREFIXSIM_CHECK(n == num_free_);
-  // Every block is exactly one of: free (ref 0, in the queue) or in use (ref > 0, not in it).
-  int64_t zero = 0, cached = 0;
-  for (BlockId b = 1; b < num_blocks_; ++b) {
+  PREFIXSIM_CHECK(fresh_ >= 1 && fresh_ <= num_blocks_);
+  if (fresh_ < num_blocks_) {
+    PREFIXSIM_CHECK(ring_front_ <= fresh_position_ && fresh_position_ <= ring_back_);
+  }
+  PREFIXSIM_CHECK(n + (num_blocks_ - fresh_) == num_free_);
+  // Every block is exactly one of: free (ref 0, in the queue or fresh) or in use (ref > 0, not
+  // in it).
+  int64_t zero = num_blocks_ - fresh_, cached = 0;
+  for (BlockId b = 1; b < fresh_; ++b) {
     PREFIXSIM_CHECK(meta_[b].ref >= 0);
     const bool in_queue = meta_[b].queue_position != kNotQueued;
     PREFIXSIM_CHECK(in_queue == (meta_[b].ref == 0));

@@ -5,7 +5,11 @@
 // so the next blocks to allocate are known without chasing links (their records are loaded ahead)
 // and taking a block out of the middle (a cache hit on a free block) is one store: its entry
 // becomes a hole, skipped when the head reaches it; holes are squeezed out when the ring fills.
-// The queue starts in id order. Blocks whose count drops to 0 go to the FRONT when they carry no
+// The queue starts in id order; the blocks never allocated yet are not written into it but kept
+// as a run [fresh_, num_blocks) at one place of the ring (fresh_position_), and get their record
+// when first allocated, so a pool costs memory for the blocks it has used: a fleet of hundreds of
+// replicas that each use a part of their pool stays small. Blocks whose count drops to 0 go to
+// the FRONT when they carry no
 // hash (reused first, LIFO) and to the BACK when they are cached (LRU by time of free).
 // Allocation and eviction always take the head. Callers free a request's blocks tail first
 // (KvCacheCoordinator::FreeAll does).
@@ -62,13 +66,24 @@ inline uint32_t GroupTag(int group, const HashPair& h) {
 }
 
 // What hit finding reads (docs/semantics.md §9): a prefix index keyed by (group, block hash). It is
-// the block pool's own index, or a mirror of one kept by the pool's cache events (a router's view
-// of a replica, index_mirror.h); the same finders run on both. Lookup returns a positive value (the
-// pool: the first block cached under the key) or kNoBlock.
+// the block pool's own index, or the fleet's index of every replica's cache kept by the pools'
+// cache events (a router's view, fleet_index.h), read for one replica; the same finders run on
+// both. Lookup returns a positive value (the pool: the first block cached under the key) or
+// kNoBlock.
 class HitIndex {
  public:
   HitIndex(const PrefixIndex* index, int64_t* collisions)
       : index_(index), collisions_(collisions) {}
+  // The fleet's index read for one replica: an entry's value is a row of `replica_rows` (value
+  // 1 + row, each row a bitset of the replicas holding the key), and a key counts as cached only
+  // where `replica`'s bit is set.
+  HitIndex(const PrefixIndex* index, int64_t* collisions, const uint64_t* replica_rows,
+           int words_per_row, int replica)
+      : index_(index),
+        collisions_(collisions),
+        rows_(replica_rows + replica / 64),
+        words_per_row_(words_per_row),
+        bit_(uint64_t{1} << (replica % 64)) {}
 
   BlockId Lookup(int group, const HashPair& h) const {
     const PrefixIndex::Slot* slot = index_->Find(h.hash ^ GroupSalt(group));
@@ -79,6 +94,10 @@ class HitIndex {
       ++*collisions_;
       return kNoBlock;
     }
+    if (rows_ != nullptr &&
+        (rows_[static_cast<size_t>(slot->block - 1) * words_per_row_] & bit_) == 0) {
+      return kNoBlock;
+    }
     return slot->block;
   }
   // Hints the CPU to fetch the slot of (group, h) (lookups of a chain are independent).
@@ -87,6 +106,9 @@ class HitIndex {
  private:
   const PrefixIndex* index_;
   int64_t* collisions_;
+  const uint64_t* rows_ = nullptr;  // the replica's word of row 0
+  size_t words_per_row_ = 0;
+  uint64_t bit_ = 0;
 };
 
 class BlockPool {
@@ -103,7 +125,7 @@ class BlockPool {
 
   // `listener` receives a store event for every block published and a remove event for every
   // block whose hash is dropped (evicted or re-keyed), keyed like the index; `listener_index` is
-  // the index it keeps (an IndexMirror's), if any, whose slots the pool prefetches with its own
+  // the index it keeps (the fleet's index), if any, whose slots the pool prefetches with its own
   // (see PrefetchPublish). Null: none. Neither is owned.
   void set_listener(CacheEventListener* listener, const PrefixIndex* listener_index = nullptr) {
     listener_ = listener;
@@ -144,6 +166,9 @@ class BlockPool {
   // docs/semantics.md §8.2 cache_full_blocks "re-keyed"). Not an eviction.
   void Uncache(BlockId b);
 
+  // Blocks [1, num_ever_allocated()) have been allocated at least once; the accessors below
+  // REQUIRE such a block (the others have no record yet).
+  int64_t num_ever_allocated() const { return fresh_; }
   bool is_cached(BlockId b) const { return meta_[b].group >= 0; }
   int32_t ref(BlockId b) const { return meta_[b].ref; }
   int cached_group(BlockId b) const { return meta_[b].group; }
@@ -180,6 +205,12 @@ class BlockPool {
   void RemoveFromIndex(BlockId b);
 
   int64_t num_blocks_;
+  // The never-allocated blocks [fresh_, num_blocks_): free, uncached, no record written yet. In
+  // queue order they sit between the ring's entries before fresh_position_ (blocks freed to the
+  // front) and those from it on (blocks freed to the back): ring_front_ <= fresh_position_ <=
+  // ring_back_ while any remain.
+  BlockId fresh_ = 1;
+  int64_t fresh_position_ = 0;
   // One record per block, so that the operations on a cold block (an
   // eviction at the queue head, a free, a publish) touch one or two cache lines, not seven.
   struct Meta {
@@ -191,7 +222,7 @@ class BlockPool {
     int64_t free_stamp = 0;       // of a cached block: when it last rejoined the free queue
     int64_t index_position = -1;  // of the first block cached under its key: its index slot
   };
-  BigArray<Meta> meta_;  // num_blocks entries
+  BigArray<Meta> meta_;  // num_blocks entries, written from fresh_ on as blocks are first used
   // The free queue: entries [ring_front_, ring_back_) (positions grow without bound and are
   // masked into the ring), of which num_free_ are blocks and the rest holes.
   BigArray<BlockId> ring_;
@@ -199,8 +230,10 @@ class BlockPool {
   int64_t ring_front_ = 0, ring_back_ = 0;
   // key -> the first block cached under it. Evictions leave tombstones (the slot's position is
   // in the block's record), rebuilt away before an insert once entries plus tombstones fill half
-  // of the table (PrefixIndex::NeedsRebuild; capacity >= 4 x num_blocks).
+  // of the table (PrefixIndex::NeedsRebuild). It starts small and doubles while entries fill a
+  // quarter of it, up to index_full_capacity_ (>= 4 x num_blocks).
   PrefixIndex index_;
+  size_t index_full_capacity_;
   int64_t num_free_ = 0;
   int64_t num_cached_ = 0;
   int64_t evictions_ = 0;

@@ -119,6 +119,21 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   sg_eagle_ok_.resize(spec_groups_.size());
 }
 
+KvCacheCoordinator::FirstBlockTest KvCacheCoordinator::FirstBlock(const HashPair* fine,
+                                                                  int64_t num_fine, int64_t max_hit,
+                                                                  int* group,
+                                                                  HashPair* hash) const {
+  if (max_hit <= 0 || spec_groups_.empty()) return FirstBlockTest::kNoHit;
+  if (partial_hits_ || !spec_groups_[0].full_attention) return FirstBlockTest::kAnyHit;
+  const SpecGroup& fa = spec_groups_[0];
+  if (max_hit < fa.block_size || num_fine < fa.block_size / hash_block_size_) {
+    return FirstBlockTest::kNoHit;
+  }
+  *group = fa.gids[0];
+  *hash = fa.manager->BlockHash(fine, 0);
+  return FirstBlockTest::kNeedsBlock;
+}
+
 int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const HashPair* fine,
                                                 int64_t num_fine, int64_t max_hit,
                                                 int64_t alignment, std::vector<BlockId>* out,

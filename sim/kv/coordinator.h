@@ -58,6 +58,14 @@ class KvCacheCoordinator {
                               int64_t max_hit, int64_t alignment, std::vector<BlockId>* out,
                               int64_t* uncached_common_prefix = nullptr,
                               int* limiting_group = nullptr);
+  // What FindLongestCacheHit checks first (§9.2: a whole-block hit starts with full attention's
+  // first block), for a caller that asks for many caches at once and can skip the caches without
+  // that block: kAnyHit when there is no such test (partial hits; no full-attention group),
+  // kNoHit when no cache can hit (the prompt is shorter than a block), kNeedsBlock when only a
+  // cache holding `*group`'s block `*hash` can.
+  enum class FirstBlockTest { kAnyHit, kNoHit, kNeedsBlock };
+  FirstBlockTest FirstBlock(const HashPair* fine, int64_t num_fine, int64_t max_hit, int* group,
+                            HashPair* hash) const;
   // The group a hybrid-unaware router would watch: the first prefix-cacheable full-attention
   // group (else the first prefix-cacheable one), or -1.
   int primary_group() const { return spec_groups_.empty() ? -1 : spec_groups_[0].gids[0]; }

@@ -16,7 +16,6 @@
 #include "sim/kv/compute_history.h"
 #include "sim/kv/coordinator.h"
 #include "sim/kv/fast_path.h"
-#include "sim/kv/index_mirror.h"
 #include "sim/kv/kv_cache_manager_access.h"
 #include "sim/kv/miss_attribution.h"
 #include "sim/kv/quiet_ranges.h"
@@ -650,7 +649,10 @@ struct KvCacheManager::Rep {
         }
       }
     }
-    for (BlockId b = 1; b < n; ++b) PREFIXSIM_CHECK(pool_.ref(b) == refs[b]);
+    // Blocks never allocated have no record in the pool and no reference.
+    for (BlockId b = 1; b < n; ++b) {
+      PREFIXSIM_CHECK((b < pool_.num_ever_allocated() ? pool_.ref(b) : 0) == refs[b]);
+    }
   }
 
   const KvPlan plan_;
@@ -774,24 +776,24 @@ void HashPrompt(const KvCacheManager& manager, const Request& request,
 }
 
 int64_t PeekPromptHit(KvCacheManager& manager, const Request& request,
-                      const std::vector<HashPair>& hashes, const IndexMirror* mirror) {
+                      const std::vector<HashPair>& hashes, const HitIndex* index) {
   KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(manager);
   if (!m.caching_) return 0;
   const int64_t max_hit = request.prompt_tokens - 1;  // docs/semantics.md §9.1
   if (max_hit <= 0) return 0;
   const int64_t nf =
       std::min<int64_t>(static_cast<int64_t>(hashes.size()), max_hit / m.coord_.hash_block_size());
-  return m.coord_.FindLongestCacheHit(mirror ? mirror->hit_index() : m.pool_.hit_index(),
+  return m.coord_.FindLongestCacheHit(index != nullptr ? *index : m.pool_.hit_index(),
                                       hashes.data(), nf, max_hit, m.coord_.hit_alignment(),
                                       m.fine_scratch_.data());
 }
 
 int64_t PeekPrimaryOverlap(const KvCacheManager& manager, const Request& request,
-                           const std::vector<HashPair>& hashes, const IndexMirror* mirror) {
+                           const std::vector<HashPair>& hashes, const HitIndex* index_or_null) {
   const KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(manager);
   const int g = m.coord_.primary_group();
   if (!m.caching_ || g < 0) return 0;
-  const HitIndex index = mirror ? mirror->hit_index() : m.pool_.hit_index();
+  const HitIndex index = index_or_null != nullptr ? *index_or_null : m.pool_.hit_index();
   const SingleTypeManager& group = m.coord_.manager(g);
   const int64_t ratio = group.block_size() / m.coord_.hash_block_size();
   const int64_t nb = static_cast<int64_t>(hashes.size()) / ratio;
@@ -800,9 +802,81 @@ int64_t PeekPrimaryOverlap(const KvCacheManager& manager, const Request& request
   return std::min(j * group.block_size(), request.prompt_tokens);
 }
 
-void AttachIndexMirror(KvCacheManager& manager, IndexMirror* mirror) {
-  BlockPool& pool = KvCacheManagerAccess::Get(manager).pool_;
-  pool.set_listener(mirror, mirror != nullptr ? &mirror->index() : nullptr);
+void PeekPromptHits(KvCacheManager& any_replica, const Request& request,
+                    const std::vector<HashPair>& hashes, const FleetIndex& index,
+                    std::vector<int64_t>* hits) {
+  const int n = index.num_replicas();
+  hits->assign(n, 0);
+  KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(any_replica);
+  const int64_t max_hit = request.prompt_tokens - 1;  // docs/semantics.md §9.1
+  if (!m.caching_ || max_hit <= 0) return;
+  const int64_t nf =
+      std::min<int64_t>(static_cast<int64_t>(hashes.size()), max_hit / m.coord_.hash_block_size());
+  auto peek = [&](int r) {
+    (*hits)[r] = m.coord_.FindLongestCacheHit(index.hit_index(r), hashes.data(), nf, max_hit,
+                                              m.coord_.hit_alignment(), m.fine_scratch_.data());
+  };
+  int group = 0;
+  HashPair first;
+  switch (m.coord_.FirstBlock(hashes.data(), nf, max_hit, &group, &first)) {
+    case KvCacheCoordinator::FirstBlockTest::kNoHit:
+      return;
+    case KvCacheCoordinator::FirstBlockTest::kAnyHit:
+      for (int r = 0; r < n; ++r) peek(r);
+      return;
+    case KvCacheCoordinator::FirstBlockTest::kNeedsBlock: {
+      const uint64_t* holders = index.Holders(group, first);
+      if (holders == nullptr) return;
+      for (int w = 0; w < index.words(); ++w) {
+        for (uint64_t bits = holders[w]; bits != 0; bits &= bits - 1) {
+          peek(w * 64 + __builtin_ctzll(bits));
+        }
+      }
+      return;
+    }
+  }
+}
+
+void PeekPrimaryOverlaps(const KvCacheManager& any_replica, const Request& request,
+                         const std::vector<HashPair>& hashes, const FleetIndex& index,
+                         std::vector<int64_t>* overlaps) {
+  overlaps->assign(index.num_replicas(), 0);
+  const KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(any_replica);
+  const int g = m.coord_.primary_group();
+  if (!m.caching_ || g < 0) return;
+  const SingleTypeManager& group = m.coord_.manager(g);
+  const int64_t ratio = group.block_size() / m.coord_.hash_block_size();
+  const int64_t nb = static_cast<int64_t>(hashes.size()) / ratio;
+  // `alive`: the replicas holding every block so far; a replica leaving at block j holds j.
+  std::vector<uint64_t> alive(index.words(), ~uint64_t{0});
+  bool any = true;
+  for (int64_t j = 0; j < nb && any; ++j) {
+    const uint64_t* holders = index.Holders(g, group.BlockHash(hashes.data(), j));
+    const int64_t run = std::min(j * group.block_size(), request.prompt_tokens);
+    any = false;
+    for (int w = 0; w < index.words(); ++w) {
+      const uint64_t kept = holders != nullptr ? alive[w] & holders[w] : 0;
+      for (uint64_t left = alive[w] & ~kept; left != 0; left &= left - 1) {
+        const int r = w * 64 + __builtin_ctzll(left);
+        if (r < index.num_replicas()) (*overlaps)[r] = run;
+      }
+      alive[w] = kept;
+      any |= kept != 0;
+    }
+  }
+  if (!any) return;
+  const int64_t run = std::min(nb * group.block_size(), request.prompt_tokens);
+  for (int w = 0; w < index.words(); ++w) {
+    for (uint64_t left = alive[w]; left != 0; left &= left - 1) {
+      const int r = w * 64 + __builtin_ctzll(left);
+      if (r < index.num_replicas()) (*overlaps)[r] = run;
+    }
+  }
+}
+
+void AttachCacheListener(KvCacheManager& manager, CacheEventListener* listener,
+                         const PrefixIndex* prefetch) {
+  KvCacheManagerAccess::Get(manager).pool_.set_listener(listener, prefetch);
 }
 
 void EnableMissAttribution(KvCacheManager& manager, ComputeHistory* history, int replica) {

@@ -27,6 +27,9 @@ struct ArrivalSighting {
   int64_t fleet_known_tokens = 0;  // the longest prefix some replica had computed
   int64_t elsewhere_tokens = 0;    // the longest prefix alive on another replica than the chosen
   int elsewhere_replica = -1;      // that replica (the lowest index on a tie), or -1
+  // Fleets: the hit the best replica's lookup would have given at arrival minus the chosen
+  // replica's (the router's regret; 0 for one replica).
+  int64_t routing_regret_tokens = 0;
 };
 
 // Turns attribution on for `manager`, replica `replica` of the fleet whose `history` it shares

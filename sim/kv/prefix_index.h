@@ -1,9 +1,9 @@
 // The prefix index of the block pool: an open-addressing hash table with linear probing, one
 // 16-byte slot per entry (key, first block, verifier tag), so a lookup costs one cache line in
 // the common case. Keys are already uniformly mixed 64-bit values. Capacity is fixed at
-// construction. Two ways to delete, not to be mixed: backward-shift Erase (the routers'
-// mirrors), or tombstones at a stable position (EraseAt; the block pool, which evicts from the
-// head of its free queue at random keys and must not wait for the slot's cache miss).
+// construction, or doubled by Grow. Two ways to delete, not to be mixed: backward-shift Erase
+// (the fleet's index), or tombstones at a stable position (EraseAt; the block pool, which evicts
+// from the head of its free queue at random keys and must not wait for the slot's cache miss).
 #ifndef PREFIXSIM_SIM_KV_PREFIX_INDEX_H_
 #define PREFIXSIM_SIM_KV_PREFIX_INDEX_H_
 
@@ -24,21 +24,25 @@ class PrefixIndex {
     uint32_t tag;   // verifier (32 bits of the check value mixed with the group)
   };
   // An empty slot is all zero bytes, so a table fresh from the kernel needs no fill. Entries
-  // hold a positive value: the pool's blocks (the null block 0 is never cached) or the
-  // mirror's counts.
+  // hold a positive value: the pool's blocks (the null block 0 is never cached) or the fleet
+  // index's rows.
   static constexpr int32_t kEmpty = 0;
   static constexpr int32_t kTombstone = -1;
 
-  // Capacity: a power of two >= `headroom` x `max_entries`. With EraseAt (tombstones) the table
-  // is rebuilt when entries plus tombstones pass half of it, so headroom 4 leaves at least
-  // max_entries tombstones between rebuilds. (Three quarters halves the rebuilds of a 1 TiB pool
-  // but made the 16-replica fleet benchmark slower, 245 -> 253 ms, medians of 7 interleaved
+  // Capacity: a power of two >= `headroom` x `max_entries` (CapacityFor). With EraseAt (tombstones)
+  // the table is rebuilt when entries plus tombstones pass half of it, so headroom 4 leaves at
+  // least max_entries tombstones between rebuilds. (Three quarters halves the rebuilds of a 1 TiB
+  // pool but made the 16-replica fleet benchmark slower, 245 -> 253 ms, medians of 7 interleaved
   // rounds: longer probe runs in its fuller tables.)
   explicit PrefixIndex(int64_t max_entries, int headroom = 2) {
-    uint64_t cap = 16;
-    while (cap < static_cast<uint64_t>(max_entries) * static_cast<uint64_t>(headroom)) cap <<= 1;
+    const size_t cap = CapacityFor(max_entries, headroom);
     slots_ = BigArray<Slot>(cap, Slot{0, kEmpty, 0});
     mask_ = cap - 1;
+  }
+  static size_t CapacityFor(int64_t max_entries, int headroom) {
+    uint64_t cap = 16;
+    while (cap < static_cast<uint64_t>(max_entries) * static_cast<uint64_t>(headroom)) cap <<= 1;
+    return cap;
   }
 
   // The slot holding `key`, or nullptr.
@@ -143,6 +147,29 @@ class PrefixIndex {
       moved(slots[q].block, q);
     }
     tombstones_ = 0;
+  }
+
+  // Doubles the capacity, re-inserting every entry and dropping the tombstones; `moved(block,
+  // new_position)` is called for every entry (all positions change). For tables that grow with
+  // their entries instead of being sized for the most they can hold: the fleet's index, whose
+  // keys are the union of the replicas' caches, and a pool's index, which starts small so that
+  // a pool costs memory for what it caches.
+  template <typename Moved>
+  void Grow(Moved moved) {
+    BigArray<Slot> old(slots_.size() * 2, Slot{0, kEmpty, 0});
+    std::swap(old, slots_);
+    mask_ = slots_.size() - 1;
+    size_ = 0;
+    tombstones_ = 0;
+    for (size_t i = 0; i < old.size(); ++i) {
+      if (old[i].block <= 0) continue;
+      Slot* slot = FindOrEmpty(old[i].key);
+      InsertAt(slot, old[i].key, old[i].block, old[i].tag);
+      moved(old[i].block, position(slot));
+    }
+  }
+  void Grow() {
+    Grow([](int32_t, uint64_t) {});
   }
 
   size_t size() const { return size_; }

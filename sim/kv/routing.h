@@ -1,6 +1,6 @@
 // What the fleet's routers ask of a replica's KV cache (sim/fleet/routers): lookups that register
-// nothing and touch no block, and a mirror of the cache's index fed by its events. Defined in
-// kv_cache_manager.cc.
+// nothing and touch no block, on the cache or on a router's index of it (fleet_index.h), and the
+// cache's store/remove events that keep such an index. Defined in kv_cache_manager.cc.
 #ifndef PREFIXSIM_SIM_KV_ROUTING_H_
 #define PREFIXSIM_SIM_KV_ROUTING_H_
 
@@ -10,11 +10,11 @@
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/request.h"
 #include "sim/kv/block_hasher.h"
+#include "sim/kv/block_pool.h"
+#include "sim/kv/fleet_index.h"
 
 namespace prefixsim {
 namespace kv {
-
-class IndexMirror;
 
 // The prompt's block hashes at the plan's hash granularity H (equal for every manager of the same
 // plan, so one chain serves a whole fleet). Takes Request::prompt_hashes where PrepareRequest
@@ -24,22 +24,35 @@ void HashPrompt(const KvCacheManager& manager, const Request& request,
 
 // The hit (tokens) that the admission lookup (docs/semantics.md §9: the fixed point, the alignment
 // to A, max_hit = prompt - 1) would give this prompt now, without registering it or touching a
-// block; with `mirror`, the same lookup on that mirror of the cache instead of on the cache. 0
-// without prefix caching.
+// block; with `index`, the same lookup on that index (a router's view of the cache) instead of on
+// the cache. 0 without prefix caching.
 int64_t PeekPromptHit(KvCacheManager& manager, const Request& request,
-                      const std::vector<HashPair>& hashes, const IndexMirror* mirror = nullptr);
+                      const std::vector<HashPair>& hashes, const HitIndex* index = nullptr);
+
+// PeekPromptHit for every replica of a fleet, read on the fleet's index: (*hits)[r] is what
+// replica r's lookup would give. One coordinator serves all (the replicas run one plan), and
+// only the replicas holding the block every hit needs (KvCacheCoordinator::FirstBlock) run it.
+void PeekPromptHits(KvCacheManager& any_replica, const Request& request,
+                    const std::vector<HashPair>& hashes, const FleetIndex& index,
+                    std::vector<int64_t>* hits);
 
 // What a hybrid-unaware router counts: the longest run of the primary group's blocks cached from
-// the start, in tokens, with no other group, no alignment to A and no max_hit cap (on `mirror`
+// the start, in tokens, with no other group, no alignment to A and no max_hit cap (on `index`
 // if given). 0 without prefix caching.
 int64_t PeekPrimaryOverlap(const KvCacheManager& manager, const Request& request,
-                           const std::vector<HashPair>& hashes,
-                           const IndexMirror* mirror = nullptr);
+                           const std::vector<HashPair>& hashes, const HitIndex* index = nullptr);
 
-// Feeds `mirror` with the cache's store/remove events from now on (null: none); the pool also
-// prefetches the mirror's slots where it prefetches its own. Not owned; it must outlive the
-// manager or be detached first.
-void AttachIndexMirror(KvCacheManager& manager, IndexMirror* mirror);
+// PeekPrimaryOverlap for every replica, in one walk over the prompt's blocks on the fleet's
+// index: the replicas still holding the run drop out one by one.
+void PeekPrimaryOverlaps(const KvCacheManager& any_replica, const Request& request,
+                         const std::vector<HashPair>& hashes, const FleetIndex& index,
+                         std::vector<int64_t>* overlaps);
+
+// Sends the cache's store/remove events to `listener` from now on (null: none). `prefetch`: the
+// table the listener keeps, if any, whose slots the pool prefetches where it prefetches its own.
+// Neither is owned; they must outlive the manager or be detached first.
+void AttachCacheListener(KvCacheManager& manager, CacheEventListener* listener,
+                         const PrefixIndex* prefetch = nullptr);
 
 }  // namespace kv
 }  // namespace prefixsim

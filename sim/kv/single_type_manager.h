@@ -59,7 +59,7 @@ class SingleTypeManager {
   // a block is a hit only if every group of the batch has it cached). Fills out[k] with the
   // block table prefix of gids[k] (kNullBlock where nothing is needed) and returns the hit in
   // tokens. `fine` holds num_fine H-chunk hashes. Allocation-free once `out` has capacity.
-  // Reads the cache through `index` only (the pool's, or a mirror of it).
+  // Reads the cache through `index` only (the pool's, or the fleet's index read for one replica).
   virtual int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                                  int64_t max_len, int64_t alignment, bool drop_eagle,
                                  absl::Span<const int> gids, std::vector<BlockId>* out) const = 0;

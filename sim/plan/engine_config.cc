@@ -171,7 +171,8 @@ absl::Status ParseCostModel(const JsonConfig& doc, const nlohmann::json& value,
   return absl::OkStatus();
 }
 
-// "replicas": N | "auto"; "router": name | {"name", "overlap_weight", "ttft_slo_ms"}.
+// "replicas": N | "auto"; "router": name | {"name", "overlap_weight", "ttft_slo_ms", "view",
+// "event_delay_ms", "event_loss", "max_blocks", "ttl_s"} (the view's knobs: RouterViewConfig).
 absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, FleetConfig& fleet) {
   if (auto it = root.find("replicas"); it != root.end() && !it->is_null()) {
     if (it->is_string() && it->get<std::string>() == "auto") {
@@ -200,6 +201,18 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
   if (weight) fleet.overlap_weight = *weight;
   PREFIXSIM_ASSIGN_OR_RETURN(auto slo, doc.OptionalNumber(*it, "router", "ttft_slo_ms", 0, 1e12));
   if (slo) fleet.ttft_slo_ms = *slo;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto view, doc.OptionalString(*it, "router", "view"));
+  if (view) fleet.view.kind = *view;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto delay,
+                             doc.OptionalNumber(*it, "router", "event_delay_ms", 0, 1e12));
+  if (delay) fleet.view.event_delay_ms = *delay;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto loss, doc.OptionalNumber(*it, "router", "event_loss", 0, 1));
+  if (loss) fleet.view.event_loss = *loss;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto max_blocks,
+                             doc.OptionalNumber(*it, "router", "max_blocks", 0, 1e15));
+  if (max_blocks) fleet.view.max_blocks = static_cast<int64_t>(*max_blocks);
+  PREFIXSIM_ASSIGN_OR_RETURN(auto ttl, doc.OptionalNumber(*it, "router", "ttl_s", 0, 1e12));
+  if (ttl) fleet.view.ttl_s = *ttl;
   return absl::OkStatus();
 }
 
@@ -237,7 +250,9 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
       {"speculative", {"method", "num_speculative_tokens", "eagle_block_drop", "acceptance"}},
       {"speculative.acceptance", {"model", "rates", "histogram"}},
       {"cost_model", {"kind", "gpu", "table"}},
-      {"router", {"name", "overlap_weight", "ttft_slo_ms"}},
+      {"router",
+       {"name", "overlap_weight", "ttft_slo_ms", "view", "event_delay_ms", "event_loss",
+        "max_blocks", "ttl_s"}},
   };
   return *fields;
 }

@@ -29,8 +29,9 @@ void WriteRequestsCsvHeader(bool fleet, std::ostream& out) {
   out << "id,arrival_s,prompt_tokens,output_tokens,hit_tokens,alignment_loss_tokens,"
          "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,skipped";
   WriteMissHeader(out);
-  // A fleet adds the replica that held what was missed as `elsewhere`, and the one that served.
-  out << (fleet ? ",elsewhere_replica,replica\n" : "\n");
+  // A fleet adds the replica that held what was missed as `elsewhere`, the one that served, and
+  // the router's regret.
+  out << (fleet ? ",elsewhere_replica,replica,routing_regret_tokens\n" : "\n");
 }
 
 void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
@@ -44,7 +45,7 @@ void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
   if (fleet) {
     out << ",";
     if (r.miss.elsewhere_replica >= 0) out << r.miss.elsewhere_replica;
-    out << "," << r.replica;
+    out << "," << r.replica << "," << r.routing_regret_tokens;
   }
   out << "\n";
 }

@@ -858,8 +858,23 @@ std::string FleetCard(const ReplayResult& r, int index) {
                                " behind router <span class=\"math\">", Escape(f.router), "</span>");
   if (f.overlap_weight > 0)
     absl::StrAppend(&s, " (overlap weight ", Number(f.overlap_weight, 2), ")");
+  if (!f.router_view.empty())
+    absl::StrAppend(&s, " on the <span class=\"math\">", Escape(f.router_view),
+                    "</span> view of the caches");
   absl::StrAppend(&s, "</li><li>load imbalance ", Number(f.imbalance, 2),
                   " (max / mean requests per replica; 1 is even)</li>");
+  if (f.replicas > 1) {
+    absl::StrAppend(&s, "<li class=\"routing-regret\" data-tokens=\"", f.routing_regret_tokens,
+                    "\">routing regret ", f.routing_regret_tokens, " tokens (",
+                    Number(f.best_replica_hit_tokens > 0
+                               ? 100.0 * static_cast<double>(f.routing_regret_tokens) /
+                                     static_cast<double>(f.best_replica_hit_tokens)
+                               : 0.0,
+                           2),
+                    "% of the ", f.best_replica_hit_tokens,
+                    " tokens the best replicas would have hit), ", f.requests_with_regret,
+                    " requests sent past a replica with a longer hit</li>");
+  }
   if (f.auto_sized) {
     absl::StrAppend(&s,
                     "<li><span class=\"math\">--replicas auto</span>: the smallest fleet whose "

@@ -19,7 +19,11 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
   j["replicas"] = f.replicas;
   j["router"] = f.router;
   if (f.overlap_weight > 0) j["overlap_weight"] = f.overlap_weight;
+  if (!f.router_view.empty()) j["router_view"] = f.router_view;
   j["imbalance"] = f.imbalance;
+  j["routing_regret_tokens"] = f.routing_regret_tokens;
+  j["best_replica_hit_tokens"] = f.best_replica_hit_tokens;
+  j["requests_with_regret"] = f.requests_with_regret;
   j["trace_span_s"] = static_cast<double>(f.trace_span_ns) / 1e9;
   j["per_replica"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < f.per_replica.size(); ++i) {

@@ -24,7 +24,19 @@ std::string FleetSection(const FleetSummary& f, const std::string& policy = "") 
                         policy.empty() ? "" : absl::StrCat(" of policy ", policy), f.replicas,
                         f.replicas == 1 ? "" : "s", f.router);
   if (f.overlap_weight > 0) absl::StrAppendFormat(&s, " (overlap weight %g)", f.overlap_weight);
+  if (!f.router_view.empty()) absl::StrAppendFormat(&s, " on the %s view", f.router_view);
   absl::StrAppendFormat(&s, ", load imbalance %.2f (max / mean requests)\n", f.imbalance);
+  if (f.replicas > 1) {
+    absl::StrAppendFormat(&s,
+                          "  routing regret: %d tokens (%.2f%% of the best replicas' hits %d), "
+                          "%d requests routed past a better hit\n",
+                          f.routing_regret_tokens,
+                          f.best_replica_hit_tokens > 0
+                              ? 100.0 * static_cast<double>(f.routing_regret_tokens) /
+                                    static_cast<double>(f.best_replica_hit_tokens)
+                              : 0.0,
+                          f.best_replica_hit_tokens, f.requests_with_regret);
+  }
   if (f.auto_sized) {
     absl::StrAppendFormat(&s,
                           "  --replicas auto: smallest fleet with simulated span <= 1.1 x trace "

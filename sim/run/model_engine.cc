@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
+#include "sim/fleet/cache_view.h"
 #include "sim/fleet/router.h"
 
 namespace prefixsim::run {
@@ -36,6 +37,40 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
           absl::StrCat("flag --overlap-weight: ", *o.overlap_weight, " is negative"));
     }
     engine.fleet.overlap_weight = *o.overlap_weight;
+  }
+  if (o.router_view) {
+    if (const auto unknown = fleet::UnknownCacheViewMessage(*o.router_view)) {
+      return absl::InvalidArgumentError(absl::StrCat("flag --router-view: ", *unknown));
+    }
+    engine.fleet.view.kind = *o.router_view;
+  }
+  if (o.kv_event_delay_ms) {
+    if (!(*o.kv_event_delay_ms >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --kv-event-delay-ms: ", *o.kv_event_delay_ms, " is negative"));
+    }
+    engine.fleet.view.event_delay_ms = *o.kv_event_delay_ms;
+  }
+  if (o.kv_event_loss) {
+    if (!(*o.kv_event_loss >= 0 && *o.kv_event_loss <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --kv-event-loss: ", *o.kv_event_loss, " is not in [0, 1]"));
+    }
+    engine.fleet.view.event_loss = *o.kv_event_loss;
+  }
+  if (o.router_max_blocks) {
+    if (*o.router_max_blocks < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --router-max-blocks: ", *o.router_max_blocks, " is negative"));
+    }
+    engine.fleet.view.max_blocks = *o.router_max_blocks;
+  }
+  if (o.router_ttl_s) {
+    if (!(*o.router_ttl_s >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --router-ttl-s: ", *o.router_ttl_s, " is negative"));
+    }
+    engine.fleet.view.ttl_s = *o.router_ttl_s;
   }
   if (o.ttft_slo_ms) {
     if (!(*o.ttft_slo_ms > 0)) {

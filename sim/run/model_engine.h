@@ -37,6 +37,11 @@ struct EngineOverrides {
   std::optional<std::string> router;
   std::optional<double> overlap_weight;
   std::optional<double> ttft_slo_ms;
+  std::optional<std::string> router_view;
+  std::optional<double> kv_event_delay_ms;
+  std::optional<double> kv_event_loss;
+  std::optional<int64_t> router_max_blocks;
+  std::optional<double> router_ttl_s;
 };
 
 struct ModelEngineOptions {

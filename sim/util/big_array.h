@@ -61,6 +61,23 @@ class BigArray {
     }
     std::uninitialized_fill_n(data_, n, value);
   }
+  // `n` records left unwritten: pages are mapped when first written, so memory follows what the
+  // owner uses (a block pool's records of blocks never allocated cost nothing). The owner writes
+  // a record before reading it.
+  struct Unwritten {};
+  BigArray(size_t n, Unwritten) : size_(n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes >= kMapThreshold) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p != MAP_FAILED) {
+        map_ = p;
+        map_bytes_ = bytes;
+        data_ = static_cast<T*>(p);
+        return;
+      }
+    }
+    data_ = static_cast<T*>(::operator new(bytes > 0 ? bytes : 1));
+  }
   BigArray(const BigArray&) = delete;
   BigArray& operator=(const BigArray&) = delete;
   BigArray(BigArray&& o) noexcept { Swap(o); }

@@ -7,7 +7,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli_runner.h"
 
@@ -77,13 +80,18 @@ TEST(FleetCliTest, CsvNamesTheReplicaAndCheckInvariantsVerifiesTheRouter) {
   std::istringstream lines(ReadFile(csv));
   std::string header, row;
   std::getline(lines, header);
-  EXPECT_EQ(header.substr(header.rfind(',') + 1), "replica");
+  EXPECT_TRUE(absl::EndsWith(header, ",replica,routing_regret_tokens")) << header;
   int rows = 0;
+  int64_t regret = 0;
   while (std::getline(lines, row)) {
-    const int replica = std::stoi(row.substr(row.rfind(',') + 1));
+    const std::vector<std::string> cells = absl::StrSplit(row, ',');
+    ASSERT_GE(cells.size(), 2u) << row;
+    const int replica = std::stoi(cells[cells.size() - 2]);
     EXPECT_TRUE(replica >= 0 && replica < 3) << row;
+    regret += std::stoll(cells.back());
     ++rows;
   }
+  EXPECT_EQ(regret, j["fleet"]["routing_regret_tokens"].get<int64_t>());
   EXPECT_EQ(rows, j["requests"].get<int>());
 }
 

@@ -1,5 +1,5 @@
 // The fleet (docs/design.md §2 "Fleet"): N engine replicas behind a router on one clock. Each
-// router's choice on small hand-made cases, the KV-aware routers' mirrors against the replicas' own
+// router's choice on small hand-made cases, the fleet's index against the replicas' own
 // lookups (docs/semantics.md §9), invariants per replica, and --replicas auto.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -38,7 +38,7 @@ ReplayResult MustReplayFleet(const KvPlan& plan, EngineConfig engine, std::vecto
   VectorTrace trace(std::move(reqs));
   ReplayOptions options;
   options.seed = seed;
-  options.check_invariants = true;  // KV invariants per replica; router mirrors verified
+  options.check_invariants = true;  // KV invariants per replica; the fleet index verified
   auto result = Replay(plan, ModelSpec{}, engine, trace, options);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *std::move(result) : ReplayResult{};
@@ -192,7 +192,7 @@ TEST(FleetTest, SessionRingWrapsAroundToItsFirstPoint) {
   auto router = fleet::NewRouter("session", config);
   ASSERT_TRUE(router.ok()) << router.status();
   std::vector<std::unique_ptr<Simulator>> replicas;  // unused: every request has a session
-  fleet::FleetView view(&replicas);
+  fleet::FleetView view(&replicas, /*overlaps=*/nullptr);
   int wrapped = 0;
   for (int i = 0; i < 10000; ++i) {
     Request q;

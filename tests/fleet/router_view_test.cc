@@ -1,20 +1,22 @@
-// The router's view of a replica against the replica's own lookup (issue 33, area 4;
-// docs/semantics.md §9 and docs/design.md §2 "Fleet"): on generated plans of every kind, after
-// random traffic with evictions, the overlap a kv_aware router reads on its event-fed mirror of a
-// replica's cache equals the hit the replica's admission lookup (GetComputedBlocks) gives the same
-// prompt. The replica side goes through public KvCacheManager calls only.
+// The router's view of the replicas against their own lookups (docs/semantics.md §9 and
+// docs/design.md §2 "Fleet"): on generated plans of every kind, after random traffic over three
+// replicas with evictions, what a kv_aware router reads on the fleet's event-fed index
+// (kv::FleetIndex, one walk for all replicas) equals, for every replica, the hit that replica's
+// own lookup gives the same prompt, and for the replica that serves it, the admission lookup
+// (GetComputedBlocks). The replica side goes through public KvCacheManager calls only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "prefixsim/kv_cache_manager.h"
-#include "sim/kv/index_mirror.h"
+#include "sim/kv/fleet_index.h"
 #include "sim/kv/routing.h"
 #include "tests/kv/kv_test_util.h"
 
@@ -28,13 +30,21 @@ using testing_kv::Literal;
 using testing_kv::Plan;
 using testing_kv::Unitary;
 
-// The one place this test reaches the routing peek (what sim/fleet/routers/kv_aware.cc reads per
-// replica): the prompt's hashes at H, then the admission lookup run on the router's mirror.
-int64_t RouterOverlap(KvCacheManager& kv, const Request& request, const kv::IndexMirror& mirror) {
-  std::vector<kv::HashPair> hashes;
-  kv::HashPrompt(kv, request, &hashes);
-  return kv::PeekPromptHit(kv, request, hashes, &mirror);
-}
+// A replica's cache events into the fleet's index, as the fleet's feed does.
+class Feed final : public CacheEventListener {
+ public:
+  Feed(kv::FleetIndex* index, int replica) : index_(index), replica_(replica) {}
+  void OnBlockStored(uint64_t key, uint32_t tag, int /*group*/) override {
+    index_->Store(replica_, key, tag);
+  }
+  void OnBlockRemoved(uint64_t key, int /*group*/) override {
+    EXPECT_TRUE(index_->Remove(replica_, key));
+  }
+
+ private:
+  kv::FleetIndex* index_;
+  int replica_;
+};
 
 struct PlanCase {
   std::string name;
@@ -86,19 +96,26 @@ std::vector<uint32_t> RandomPrompt(std::mt19937_64& rng, uint32_t unique) {
   return Concat(Iota(shared, 1000000 * (prefix + 1)), Iota(tail, 100000000 + 1000 * unique));
 }
 
-TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
+TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
+  constexpr int kReplicas = 3;
   for (const PlanCase& c : Plans(/*num_blocks=*/128)) {
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       SCOPED_TRACE(c.name + " seed " + std::to_string(seed));
-      KvCacheManager kv(c.plan, testing_kv::Checked());
-      kv::IndexMirror mirror(c.plan.num_blocks);
-      kv::AttachIndexMirror(kv, &mirror);
+      std::vector<std::unique_ptr<KvCacheManager>> kvs;
+      kv::FleetIndex index(kReplicas);
+      std::vector<std::unique_ptr<Feed>> feeds;
+      for (int r = 0; r < kReplicas; ++r) {
+        kvs.push_back(std::make_unique<KvCacheManager>(c.plan, testing_kv::Checked()));
+        feeds.push_back(std::make_unique<Feed>(&index, r));
+        kv::AttachCacheListener(*kvs[r], feeds.back().get(), &index.table());
+      }
       std::mt19937_64 rng(seed);
       std::deque<Request> requests;  // outlive their registration
       uint64_t next_id = 1;
-      int64_t checks = 0, nonzero = 0;
-      for (int step = 0; step < 80; ++step) {
-        // Probe: the router's view first, then the replica's own admission lookup.
+      int64_t checks = 0, nonzero = 0, differing = 0;
+      std::vector<kv::HashPair> hashes;
+      std::vector<int64_t> hits, runs;
+      for (int step = 0; step < 300; ++step) {
         // One probe in four repeats the previous prompt whole (docs/semantics.md §9.1: the hit
         // stops one token short of it).
         std::vector<uint32_t> tokens = step > 0 && rng() % 4 == 0
@@ -106,10 +123,26 @@ TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
                                            : RandomPrompt(rng, static_cast<uint32_t>(step));
         requests.push_back(Literal(next_id++, std::move(tokens)));
         Request& probe = requests.back();
-        const int64_t routed = RouterOverlap(kv, probe, mirror);
+        // The router's view first: every replica at once, on the fleet's index.
+        kv::HashPrompt(*kvs[0], probe, &hashes);
+        kv::PeekPromptHits(*kvs[0], probe, hashes, index, &hits);
+        kv::PeekPrimaryOverlaps(*kvs[0], probe, hashes, index, &runs);
+        ASSERT_EQ(hits.size(), static_cast<size_t>(kReplicas));
+        for (int r = 0; r < kReplicas; ++r) {
+          EXPECT_EQ(hits[r], kv::PeekPromptHit(*kvs[r], probe, hashes))
+              << "replica " << r << " step " << step;
+          EXPECT_EQ(runs[r], kv::PeekPrimaryOverlap(*kvs[r], probe, hashes))
+              << "replica " << r << " step " << step;
+        }
+        differing += *std::max_element(hits.begin(), hits.end()) !=
+                     *std::min_element(hits.begin(), hits.end());
+        // Then the replica that serves it: its admission lookup.
+        const int chosen = static_cast<int>(rng() % kReplicas);
+        KvCacheManager& kv = *kvs[chosen];
         KvRequestHandle h = kv.AddRequest(&probe);
         const PrefixHit hit = kv.GetComputedBlocks(h);
-        EXPECT_EQ(routed, hit.hit_tokens) << "step " << step << " prompt " << probe.prompt_tokens;
+        EXPECT_EQ(hits[chosen], hit.hit_tokens)
+            << "step " << step << " prompt " << probe.prompt_tokens;
         ++checks;
         nonzero += hit.hit_tokens > 0;
         // Serve it (a prefill in chunks ending on 64-token boundaries, where mamba states are
@@ -131,10 +164,13 @@ TEST(RouterViewTest, MirrorOverlapEqualsTheReplicasLookup) {
         kv.Free(h);
         kv.RemoveRequest(probe.id);
       }
-      EXPECT_EQ(checks, 80);
+      EXPECT_EQ(checks, 300);
       EXPECT_GT(nonzero, 0) << "the traffic must produce hits for the property to mean anything";
-      EXPECT_GT(kv.counters().evicted_blocks, 0);
-      kv::AttachIndexMirror(kv, nullptr);
+      EXPECT_GT(differing, 0) << "the replicas must differ for the index's sets to matter";
+      int64_t evicted = 0;
+      for (const auto& kv : kvs) evicted += kv->counters().evicted_blocks;
+      EXPECT_GT(evicted, 0);
+      for (auto& kv : kvs) kv::AttachCacheListener(*kv, nullptr);
     }
   }
 }

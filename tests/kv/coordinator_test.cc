@@ -234,7 +234,8 @@ TEST(CoordinatorRunsTest, RunsOfIdenticalGroupsMatchOneCallPerGroup) {
   auto expect_same = [&](const char* what) {
     ASSERT_EQ(sides[0].pool->FreeQueue(), sides[1].pool->FreeQueue()) << what;
     ASSERT_EQ(sides[0].pool->num_cached_entries(), sides[1].pool->num_cached_entries()) << what;
-    for (BlockId b = 1; b < plan.num_blocks; ++b) {
+    ASSERT_EQ(sides[0].pool->num_ever_allocated(), sides[1].pool->num_ever_allocated()) << what;
+    for (BlockId b = 1; b < sides[0].pool->num_ever_allocated(); ++b) {
       const BlockPool& p0 = *sides[0].pool;
       const BlockPool& p1 = *sides[1].pool;
       ASSERT_EQ(p0.ref(b), p1.ref(b)) << what << " block " << b;

@@ -288,16 +288,22 @@ TEST(MissAttributionTest, ElsewhereIsARoutingMiss) {
   EXPECT_EQ(m.elsewhere_replica, 0);
   EXPECT_EQ(m.main_cause(), MissCause::kElsewhere);
   EXPECT_EQ(rr.miss_causes.first.tokens[static_cast<int>(MissCause::kElsewhere)], 20);
-  // The per-request CSV names the replica that held it, before the one that served.
+  // The router's regret is the same 20 tokens: replica 0 would have hit them.
+  EXPECT_EQ(rr.per_request[1].routing_regret_tokens, 20);
+  EXPECT_EQ(rr.fleet->routing_regret_tokens, 20);
+  // The per-request CSV names the replica that held it, before the one that served, then the
+  // regret.
   std::ostringstream csv;
   WriteRequestsCsv(rr, csv);
   const std::string text = csv.str();
-  EXPECT_NE(text.find(",elsewhere_replica,replica\n"), std::string::npos) << text;
-  EXPECT_NE(text.find(",elsewhere,0,0,0,0,20,0,2,0,1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(",elsewhere_replica,replica,routing_regret_tokens\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(",elsewhere,0,0,0,0,20,0,2,0,1,20\n"), std::string::npos) << text;
   engine.fleet.router = "kv_aware";
   const ReplayResult kv = MustReplay(plan, engine, reqs);
   EXPECT_EQ(kv.per_request[1].miss.of(MissCause::kHit), 20);
   EXPECT_EQ(kv.per_request[1].miss.of(MissCause::kElsewhere), 0);
+  EXPECT_EQ(kv.fleet->routing_regret_tokens, 0);
 }
 
 // A prefix computed only on replica 0 and evicted there (an unrelated prompt fills its cache)

@@ -78,6 +78,11 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   f["router.name"] = e.fleet.router;
   f["router.overlap_weight"] = std::to_string(e.fleet.overlap_weight);
   f["router.ttft_slo_ms"] = std::to_string(e.fleet.ttft_slo_ms);
+  f["router.view"] = e.fleet.view.kind;
+  f["router.event_delay_ms"] = std::to_string(e.fleet.view.event_delay_ms);
+  f["router.event_loss"] = std::to_string(e.fleet.view.event_loss);
+  f["router.max_blocks"] = std::to_string(e.fleet.view.max_blocks);
+  f["router.ttl_s"] = std::to_string(e.fleet.view.ttl_s);
   return f;
 }
 
@@ -212,6 +217,11 @@ TEST(EveryInputTest, EveryOverrideFlagTakesEffectOrIsRefused) {
       {"router", {"--router least_loaded", ConfigKey("router.name")}},
       {"overlap-weight", {"--overlap-weight 2", ConfigKey("router.overlap_weight")}},
       {"ttft-slo-ms", {"--ttft-slo-ms 500", ConfigKey("router.ttft_slo_ms")}},
+      {"router-view", {"--router-view lossy", ConfigKey("router.view")}},
+      {"kv-event-delay-ms", {"--kv-event-delay-ms 50", ConfigKey("router.event_delay_ms")}},
+      {"kv-event-loss", {"--kv-event-loss 0.25", ConfigKey("router.event_loss")}},
+      {"router-max-blocks", {"--router-max-blocks 1000", ConfigKey("router.max_blocks")}},
+      {"router-ttl-s", {"--router-ttl-s 60", ConfigKey("router.ttl_s")}},
   };
   CLI::App app;
   cli::ModelEngineOptions options;
@@ -357,6 +367,14 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
        {none, {{"router", {{"overlap_weight", 2.0}}}}, ConfigKey("router.overlap_weight")}},
       {"router.ttft_slo_ms",
        {none, {{"router", {{"ttft_slo_ms", 500.0}}}}, ConfigKey("router.ttft_slo_ms")}},
+      {"router.view", {none, {{"router", {{"view", "delayed"}}}}, ConfigKey("router.view")}},
+      {"router.event_delay_ms",
+       {none, {{"router", {{"event_delay_ms", 50.0}}}}, ConfigKey("router.event_delay_ms")}},
+      {"router.event_loss",
+       {none, {{"router", {{"event_loss", 0.5}}}}, ConfigKey("router.event_loss")}},
+      {"router.max_blocks",
+       {none, {{"router", {{"max_blocks", 1000}}}}, ConfigKey("router.max_blocks")}},
+      {"router.ttl_s", {none, {{"router", {{"ttl_s", 60.0}}}}, ConfigKey("router.ttl_s")}},
   };
   const Json preset = Preset("engines", "kimi-k3-dspark");
   int walked = 0;

@@ -1,0 +1,69 @@
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "prefixsim/status.h"
+#include "sim/fleet/cache_view.h"
+#include "sim/kv/routing.h"
+#include "sim/util/registry.h"
+
+namespace prefixsim {
+namespace fleet {
+namespace {
+
+using ViewFactory = std::unique_ptr<CacheView> (*)(const CacheViewConfig&);
+
+const Registry<ViewFactory>& Views() {
+  static const auto* views = [] {
+    auto* registry = new Registry<ViewFactory>("router view");
+    // One line per view.
+    registry->Add("exact", MakeExactView)
+        .Add("delayed", MakeDelayedView)
+        .Add("lossy", MakeLossyView)
+        .Add("attention_only", MakeAttentionOnlyView)
+        .Add("approximate", MakeApproximateView);
+    return registry;
+  }();
+  return *views;
+}
+
+}  // namespace
+
+void IndexedView::Overlaps(KvCacheManager& any_replica, const Request& request,
+                           const std::vector<kv::HashPair>& hashes, int64_t now_ns,
+                           std::vector<int64_t>* overlaps) {
+  CatchUp(now_ns);
+  if (primary_only_) {
+    kv::PeekPrimaryOverlaps(any_replica, request, hashes, index_, overlaps);
+  } else {
+    kv::PeekPromptHits(any_replica, request, hashes, index_, overlaps);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<CacheView>> NewCacheView(const CacheViewConfig& config) {
+  const RouterViewConfig& v = config.view;
+  if (!(v.event_delay_ms >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router view: event delay ", v.event_delay_ms, " ms is negative"));
+  }
+  if (!(v.event_loss >= 0 && v.event_loss <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router view: event loss ", v.event_loss, " is not in [0, 1]"));
+  }
+  if (v.max_blocks < 0 || !(v.ttl_s >= 0)) {
+    return absl::InvalidArgumentError("router view: max blocks and TTL must not be negative");
+  }
+  absl::StatusOr<const ViewFactory*> factory = Views().Lookup(v.kind);
+  if (!factory.ok()) return factory.status();
+  return (**factory)(config);
+}
+
+std::vector<std::string> RegisteredCacheViews() { return Views().Names(); }
+
+std::optional<std::string> UnknownCacheViewMessage(std::string_view name) {
+  if (Views().Contains(name)) return std::nullopt;
+  return Views().UnknownNameMessage(name);
+}
+
+}  // namespace fleet
+}  // namespace prefixsim
