@@ -3,7 +3,9 @@
 # sim/cuda/ with the machine's nvcc, CMake and ninja (nothing else is needed: no Abseil), checks
 # every kernel against its CPU reference, times the committed grid and writes the CSV and the log
 # under $OUT (or ./cuda-out when OUT is unset). Whole run: about 6 minutes on an H200 at most;
-# TIME_BUDGET_S bounds the timing loop (default 180 s), points past it are reported as skipped.
+# TIME_BUDGET_S bounds the timing loop (default 180 s), points past it are reported as skipped;
+# then, where PyTorch sees the GPU, bench/cuda/torch_reference.py times SDPA at the same shapes
+# as a peer reference (at most 90 s; SKIP_TORCH=1 leaves it out).
 #
 #   bash bench/cuda/measure.sh [GRID]        (default: bench/cuda/grid_kimi_old_new.txt)
 set -uo pipefail
@@ -47,6 +49,12 @@ echo "--- checks and timing"
   --meta "nvidia_smi_clocks_sm_mem_power_limit=${smi}" \
   --meta "grid_file=${grid}"
 rc=$?
+if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  echo "--- peer reference: PyTorch SDPA on contiguous KV (at most 90 s)"
+  copy="$(sed -n 's/^# copy_bytes_per_s: //p' "$out/kernels.csv" 2>/dev/null | head -1)"
+  PYTHONUNBUFFERED=1 timeout 90 python3 bench/cuda/torch_reference.py "$out/torch_sdpa.csv" \
+    ${copy:+"$copy"} || echo "torch_reference.py failed or timed out (the kernel CSV stands)"
+fi
 echo "--- summary"
 if [ -f "$out/kernels.csv" ]; then
   # The decode rows at batch >= 32 and context >= 8k: the issue's target is >= 70% of the copy.
