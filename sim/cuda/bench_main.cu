@@ -700,8 +700,11 @@ int Main(int argc, char** argv) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "prefixsim_kernel_bench: no CUDA device (%s); nothing measured\n",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found 0");
+    // Without a GPU the runtime reports the missing driver, which reads as a version problem.
+    std::fprintf(stderr,
+                 "prefixsim_kernel_bench: no usable CUDA GPU on this machine (cudaGetDeviceCount: "
+                 "%s); nothing measured\n",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return check_only ? 77 : 1;
   }
   Device dev;
