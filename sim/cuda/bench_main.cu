@@ -224,6 +224,7 @@ double CheckAttention(const Device& dev, const GridPoint& p, bool prefill, std::
   a.batch = int(b.context.size());
   a.max_q_len = *std::max_element(b.q_len.begin(), b.q_len.end());
   a.max_keys = *std::max_element(b.context.begin(), b.context.end());
+  a.split_keys = 16;  // short splits, so that the small shapes check the split combine too
   a.q_heads = p.q_heads;
   a.scale = b.scale;
   a.window = p.window;
@@ -239,8 +240,10 @@ double CheckAttention(const Device& dev, const GridPoint& p, bool prefill, std::
   CUDA_OK(LaunchAttention(a, plan, ws.p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const double err = RelativeError(d_out.Download(ref.size()), ref);
-  *what = "rel err " + std::to_string(err) + " (tolerance " + std::to_string(kAttentionTolerance) +
-          ", splits " + std::to_string(plan.splits) + ")";
+  char err_text[32];
+  std::snprintf(err_text, sizeof(err_text), "%.2e", err);
+  *what = std::string("rel err ") + err_text + " (tolerance " +
+          std::to_string(kAttentionTolerance) + ", splits " + std::to_string(plan.splits) + ")";
   return err;
 }
 
@@ -252,8 +255,9 @@ double CheckAppend(const GridPoint& p, std::string* what) {
     return INFINITY;
   }
   const int bs = p.block_size;
-  const std::vector<int32_t> n_new = {1, std::max(1, p.q_tokens), 37};
+  // A step's rows: one, the point's (at most what the context holds), and a run across a page.
   const std::vector<int64_t> context = {5, int64_t(bs) + 2, 2 * int64_t(bs) + 20};
+  const std::vector<int32_t> n_new = {1, std::clamp(p.q_tokens, 1, bs + 2), 37};
   std::vector<int64_t> kblocks;
   for (int64_t c : context) kblocks.push_back((c + L.kernel_block_size - 1) / L.kernel_block_size);
   int64_t pages = 0;
@@ -384,8 +388,9 @@ std::string CheckKey(const GridPoint& p) {
   GridPoint s = p;
   s.policies.clear();
   s.batch = 1;
-  s.context = std::max<int64_t>(1, p.q_tokens);
+  // The checks use the point's query tokens for decode and append only.
   if (p.op == KernelOp::kPrefill || p.op == KernelOp::kMlaPrefill) s.q_tokens = 1;
+  s.context = std::max(1, s.q_tokens);
   return FormatGridPoint(s);
 }
 

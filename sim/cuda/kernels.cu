@@ -8,6 +8,13 @@
 
 #include "sim/cuda/kernels.cuh"
 
+// Launches and dynamic shared memory go through these so that tests/cuda/emulate can run the same
+// kernels on the CPU (its cuda_runtime.h defines them otherwise).
+#ifndef PREFIXSIM_CUDA_EMULATION
+#define PREFIXSIM_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#define PREFIXSIM_DYNAMIC_SMEM(type, name) extern __shared__ __align__(16) type name[]
+#endif
+
 namespace prefixsim::cuda {
 namespace {
 
@@ -80,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
     AttentionKernel(AttentionArgs a, int heads_per_tile, int tokens_per_tile, int head_tiles,
                     int q_tiles, float* ws_acc, float* ws_ml) {
   constexpr int DPT = DV / kThreads;
-  extern __shared__ __align__(16) float smem[];
+  PREFIXSIM_DYNAMIC_SMEM(float, smem);
   const int k_dim = a.layout.k_dim;
   float* qs = smem;
   float* ks = qs + RMAX * k_dim;
@@ -211,7 +218,7 @@ __global__ void __launch_bounds__(kThreads)
         ws_acc[(base + r) * DV + threadIdx.x + i * kThreads] = acc[i][r];
     }
   }
-  if (threadIdx.x < rows) {
+  if (int(threadIdx.x) < rows) {
     ws_ml[(base + threadIdx.x) * 2] = row_m[threadIdx.x];
     ws_ml[(base + threadIdx.x) * 2 + 1] = row_l[threadIdx.x];
   }
@@ -277,12 +284,13 @@ cudaError_t Launch(const AttentionArgs& a, const AttentionPlan& plan, void* work
   const int tiles = a.layout.kv_heads * head_tiles * q_tiles;
   float* ws_acc = static_cast<float*>(workspace);
   float* ws_ml = ws_acc + size_t(a.batch) * tiles * plan.splits * RMAX * DV;
-  AttentionKernel<DV, RMAX><<<dim3(plan.splits, tiles, a.batch), kThreads, smem, stream>>>(
-      a, plan.heads_per_tile, plan.tokens_per_tile, head_tiles, q_tiles, ws_acc, ws_ml);
+  constexpr auto attention = &AttentionKernel<DV, RMAX>;
+  constexpr auto combine = &CombineKernel<DV, RMAX>;
+  PREFIXSIM_LAUNCH(attention, dim3(plan.splits, tiles, a.batch), kThreads, smem, stream)
+  (a, plan.heads_per_tile, plan.tokens_per_tile, head_tiles, q_tiles, ws_acc, ws_ml);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  CombineKernel<DV, RMAX><<<dim3(tiles, a.batch), kThreads, 0, stream>>>(
-      a, plan.heads_per_tile, plan.tokens_per_tile, head_tiles, q_tiles, plan.splits, ws_acc,
-      ws_ml);
+  PREFIXSIM_LAUNCH(combine, dim3(tiles, a.batch), kThreads, 0, stream)
+  (a, plan.heads_per_tile, plan.tokens_per_tile, head_tiles, q_tiles, plan.splits, ws_acc, ws_ml);
   return cudaGetLastError();
 }
 
@@ -393,10 +401,10 @@ const char* PlanAttention(const AttentionArgs& a, int num_sms, AttentionPlan* pl
   const int head_tiles = group / nh;
   const int q_tiles = (a.max_q_len + plan->tokens_per_tile - 1) / plan->tokens_per_tile;
   plan->tiles_per_seq = L.kv_heads * head_tiles * q_tiles;
-  // Enough CTAs for two waves over the multiprocessors, but no split shorter than 256 keys.
+  // Enough CTAs for two waves over the multiprocessors, but no split shorter than split_keys.
   const int64_t ctas = int64_t(a.batch) * plan->tiles_per_seq;
   const int64_t want = (2 * int64_t(num_sms) + ctas - 1) / ctas;
-  const int64_t most = std::max<int64_t>(1, a.max_keys / 256);
+  const int64_t most = std::max<int64_t>(1, a.max_keys / std::max<int64_t>(1, a.split_keys));
   plan->splits = int(std::max<int64_t>(1, std::min(want, most)));
   plan->workspace_bytes = sizeof(float) * size_t(ctas) * plan->splits * rmax * (L.v_dim + 2);
   return "";
@@ -419,8 +427,8 @@ cudaError_t LaunchAppend(const DevLayout& layout, uint8_t* pool, const int32_t* 
                          int max_blocks, const int32_t* seq, const int64_t* pos, int num_tokens,
                          const uint8_t* k_new, const uint8_t* v_new, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
-  AppendKernel<<<num_tokens, 128, 0, stream>>>(layout, pool, tables, max_blocks, seq, pos, k_new,
-                                               v_new);
+  PREFIXSIM_LAUNCH(AppendKernel, num_tokens, 128, 0, stream)
+  (layout, pool, tables, max_blocks, seq, pos, k_new, v_new);
   return cudaGetLastError();
 }
 
@@ -431,8 +439,8 @@ cudaError_t LaunchStateStep(uint8_t* pool, int64_t page_bytes, int64_t state_byt
   cudaError_t e = cudaMemsetAsync(out, 0, sizeof(float) * batch * kStateDim, stream);
   if (e != cudaSuccess || rows == 0) return e;
   const dim3 grid(unsigned((rows + kStateRowsPerCta - 1) / kStateRowsPerCta), batch);
-  StateStepKernel<<<grid, kStateDim, 0, stream>>>(pool, page_bytes, rows, state_block, g, k, q, v,
-                                                  out);
+  PREFIXSIM_LAUNCH(StateStepKernel, grid, kStateDim, 0, stream)
+  (pool, page_bytes, rows, state_block, g, k, q, v, out);
   return cudaGetLastError();
 }
 
@@ -443,13 +451,15 @@ cudaError_t LaunchStateCopy(uint8_t* pool, int64_t page_bytes, int64_t state_byt
   const int64_t n16 = state_bytes / 16;
   const unsigned chunks =
       unsigned(std::max<int64_t>(1, std::min<int64_t>(64, (n16 + 4095) / 4096)));
-  StateCopyKernel<<<dim3(chunks, pairs), 256, 0, stream>>>(pool, page_bytes, state_bytes, src, dst);
+  PREFIXSIM_LAUNCH(StateCopyKernel, dim3(chunks, pairs), 256, 0, stream)
+  (pool, page_bytes, state_bytes, src, dst);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchFillRandom(void* p, size_t bytes, int elem_bytes, uint32_t seed,
                              cudaStream_t stream) {
-  FillKernel<<<1024, 256, 0, stream>>>(static_cast<uint8_t*>(p), bytes / 4, elem_bytes, seed);
+  PREFIXSIM_LAUNCH(FillKernel, 1024, 256, 0, stream)
+  (static_cast<uint8_t*>(p), bytes / 4, elem_bytes, seed);
   return cudaGetLastError();
 }
 

@@ -36,7 +36,8 @@ struct AttentionArgs {
   const int64_t* q_start = nullptr;
   int batch = 0;
   int max_q_len = 0;
-  int64_t max_keys = 0;  // the longest key range of any query tile (for the split count)
+  int64_t max_keys = 0;      // the longest key range of any query tile (for the split count)
+  int64_t split_keys = 256;  // the fewest keys of a split (the checks lower it to test splits)
   int q_heads = 0;
   float scale = 1;
   int64_t window = 0;
