@@ -192,8 +192,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const float* vt = a.layout.v_in_k ? ks : vs;
     const int v_stride = a.layout.v_in_k ? k_dim : DV;
+    // Rows past `rows` (a decode fills 8 of 64 with GQA 8) are left alone: `break` keeps the
+    // accumulator's indices compile-time constants and skips their work.
 #pragma unroll
     for (int r = 0; r < RMAX; ++r) {
+      if (r >= rows) break;
       const float alpha = row_alpha[r];
 #pragma unroll
       for (int i = 0; i < DPT; ++i) acc[i][r] *= alpha;
@@ -203,7 +206,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < DPT; ++i) {
         const float v = vt[tt * v_stride + threadIdx.x + i * kThreads];
 #pragma unroll
-        for (int r = 0; r < RMAX; ++r) acc[i][r] += ss[r * kTileTokens + tt] * v;
+        for (int r = 0; r < RMAX; ++r) {
+          if (r >= rows) break;
+          acc[i][r] += ss[r * kTileTokens + tt] * v;
+        }
       }
     }
     __syncthreads();
