@@ -137,7 +137,10 @@ TEST(KernelGridTest, CommittedGridIsWhatTheCommandEmits) {
   // The engine's path differs between checkouts: compare from the first non-comment line.
   auto body = [](const std::string& s) { return s.substr(s.find("\nop,") + 1); };
   ASSERT_NE(committed.find("\nop,"), std::string::npos);
-  EXPECT_EQ(body(emitted), body(committed));
+  EXPECT_EQ(body(emitted), body(committed))
+      << "regenerate: ./build/prefixsim kernel-bench --model kimi-k3-like --engine kimi-k3-dspark "
+         "--policies old,new --emit-grid bench/cuda/grid_kimi_old_new.txt --dry-run, then "
+         "tests/data/kernels/make_synthetic.py (its header says how)";
 }
 
 TEST(KernelBenchCliTest, DryRunListsTheGridAndARealRunWithoutAGpuFails) {
