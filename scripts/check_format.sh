@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks every tracked C++ file against the project's .clang-format (clang-format 14, the version
-# scripts/setup.sh installs). Exits 1 and names the files that differ; `--fix` rewrites them.
+# Checks every tracked C++ and CUDA file against the project's .clang-format (clang-format 14,
+# the version scripts/setup.sh installs). Exits 1 and names the files that differ; `--fix` rewrites them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clang_format="${CLANG_FORMAT:-clang-format-14}"
@@ -8,7 +8,7 @@ if ! command -v "$clang_format" >/dev/null; then
   echo "check_format: $clang_format not found (run scripts/setup.sh)" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cpp' '*.hpp' | grep -v '^tests/fuzz/corpus/')
+mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cpp' '*.hpp' '*.cu' '*.cuh' | grep -v '^tests/fuzz/corpus/')
 if [ "${1:-}" = "--fix" ]; then
   "$clang_format" -i "${files[@]}"
   exit 0

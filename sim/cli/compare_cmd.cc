@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "prefixsim/kv_plan.h"
@@ -17,6 +19,7 @@
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/replay_common.h"
+#include "sim/cost/measured.h"
 #include "sim/report/report.h"
 #include "sim/util/atomic_file.h"
 #include "sim/util/parallel_for.h"
@@ -87,6 +90,8 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("compare", s);
       return;
     }
+    const bool measured = loaded->engine.cost_model.kind == "measured";
+    if (measured) ResetMeasuredTallies();
     // One thread per policy; each opens its own trace reader.
     std::vector<std::optional<absl::StatusOr<ReplayResult>>> results(plans.size());
     ReplayCliOptions run = options->replay;
@@ -107,6 +112,17 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       std::cout << "model " << loaded->model.name << "   engine " << loaded->engine.source
                 << "   trace " << options->replay.trace << "\n"
                 << FormatComparison(ok);
+      // The measured cost model's split of the simulated step time (docs/cuda.md).
+      std::string shares;
+      for (size_t i = 0; measured && i < plans.size(); ++i) {
+        if (auto t = MeasuredTally(plans[i].policy); t.has_value() && t->step_s > 0) {
+          absl::StrAppend(&shares, shares.empty() ? "" : ", ", plans[i].policy, " ",
+                          absl::StrFormat("%.1f%%", 100 * t->kernel_s / t->step_s));
+        }
+      }
+      if (!shares.empty()) {
+        std::cout << "kernel-time share of step time (measured cost model): " << shares << "\n";
+      }
     }
     ReportOptions report;
     report.include_wall_time = !options->replay.no_wall_time;

@@ -49,6 +49,8 @@ absl::StatusOr<std::unique_ptr<CostModel>> NewAnalyticCostModel(const CostModelC
                                                                 const CostModelContext& context);
 absl::StatusOr<std::unique_ptr<CostModel>> NewTableCostModel(const CostModelConfig& config,
                                                              const CostModelContext& context);
+absl::StatusOr<std::unique_ptr<CostModel>> NewMeasuredCostModel(const CostModelConfig& config,
+                                                                const CostModelContext& context);
 
 // The model registered under config.kind.
 absl::StatusOr<std::unique_ptr<CostModel>> NewCostModel(const CostModelConfig& config,

@@ -10,6 +10,7 @@ const Registry<CostModelFactory>& CostModels() {
     auto* registry = new Registry<CostModelFactory>("cost model");
     // One line per cost model.
     registry->Add("analytic", &NewAnalyticCostModel).Add("table", &NewTableCostModel);
+    registry->Add("measured", &NewMeasuredCostModel);
     return registry;
   }();
   return *models;

@@ -452,13 +452,16 @@ absl::Status ValidateEngineConfig(const EngineConfig& engine) {
                        "' (known: geometric, per_position, empirical, trace)"));
     }
   }
-  if (engine.cost_model.kind != "analytic" && engine.cost_model.kind != "table") {
+  if (engine.cost_model.kind != "analytic" && engine.cost_model.kind != "table" &&
+      engine.cost_model.kind != "measured") {
     return absl::InvalidArgumentError(absl::StrCat("field 'cost_model.kind': unknown kind '",
                                                    engine.cost_model.kind,
-                                                   "' (known: analytic, table)"));
+                                                   "' (known: analytic, table, measured)"));
   }
-  if (engine.cost_model.kind == "table" && engine.cost_model.table_path.empty()) {
-    return absl::InvalidArgumentError("field 'cost_model.table': missing for kind 'table'");
+  if ((engine.cost_model.kind == "table" || engine.cost_model.kind == "measured") &&
+      engine.cost_model.table_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'cost_model.table': missing for kind '", engine.cost_model.kind, "'"));
   }
   const FleetConfig& fleet = engine.fleet;
   if (fleet.replicas < 1 || fleet.replicas > kMaxReplicas) {

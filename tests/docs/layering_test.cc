@@ -26,6 +26,7 @@ const std::map<std::string, std::set<std::string>>& AllowedLayers() {
       {"kv", {"util"}},
       {"spec", {"util", "plan"}},
       {"cost", {"util", "plan"}},
+      {"cuda", {"util", "plan"}},
       {"sched", {"util", "plan", "kv", "spec", "cost"}},
       {"engine", {"util", "plan", "trace", "kv", "spec", "cost", "sched"}},
       {"fleet", {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine"}},
@@ -39,7 +40,7 @@ const std::map<std::string, std::set<std::string>>& AllowedLayers() {
         "analyze", "run"}},
       {"cli",
        {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet", "report",
-        "analyze", "run", "grid"}},
+        "analyze", "run", "grid", "cuda"}},
   };
   return *kAllowed;
 }
