@@ -18,6 +18,7 @@ void AddAnalyzeCommand(CLI::App& app, CommandContext& ctx);
 void AddGenTraceCommand(CLI::App& app, CommandContext& ctx);
 void AddSweepCommand(CLI::App& app, CommandContext& ctx);
 void AddRegressCommand(CLI::App& app, CommandContext& ctx);
+void AddParityCommand(CLI::App& app, CommandContext& ctx);
 
 }  // namespace prefixsim::cli
 
