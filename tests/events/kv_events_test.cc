@@ -7,6 +7,7 @@
 
 #define MSGPACK_NO_BOOST
 #include <fstream>
+#include <map>
 #include <msgpack.hpp>
 #include <sstream>
 #include <string>
@@ -289,6 +290,30 @@ TEST(KvEventsCliTest, ReplayWritesDeterministicEventFiles) {
     EXPECT_EQ(batch.data_parallel_rank, 0);
   }
   EXPECT_FALSE(cache.blocks().empty());
+}
+
+// A fleet writes one stream; each replica's batches carry its index as data_parallel_rank, in
+// simulated-time order, and each replica's history is consistent on its own.
+TEST(KvEventsCliTest, FleetBatchesCarryTheirReplica) {
+  const std::string path = TempOutputPath("fleet_events.msgpack");
+  const auto r = RunCli("replay --trace " + kTokens +
+                        " --model qwen3-next-80b-a3b --engine h200 --no-progress --replicas 2 "
+                        "--router round_robin --kv-events " +
+                        path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto log = events::ReadEventLog(path);
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::map<int64_t, events::CachedBlocks> caches;
+  std::map<int64_t, double> last_ts;
+  for (const events::EventBatch& b : *log) {
+    ASSERT_TRUE(b.data_parallel_rank.has_value());
+    const int64_t rank = *b.data_parallel_rank;
+    EXPECT_GE(b.ts, last_ts[rank]);
+    last_ts[rank] = b.ts;
+    ASSERT_TRUE(caches[rank].Apply(b).ok()) << "replica " << rank;
+  }
+  EXPECT_EQ(caches.size(), 2u);
+  for (const auto& [rank, cache] : caches) EXPECT_FALSE(cache.blocks().empty()) << rank;
 }
 
 TEST(KvEventsCliTest, CompareWritesOneFilePerPolicy) {
