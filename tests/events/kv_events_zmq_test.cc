@@ -10,11 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "sim/events/event_log.h"
 #include "sim/events/zmq_publisher.h"
 #include "tests/cli_runner.h"
 #include "tests/events/kv_events_test_util.h"
@@ -87,6 +89,28 @@ TEST(KvEventsZmqTest, SubscriberRebuildsTheCacheAndTheReplaySocketServesARange) 
   // The live stream's cache is the log's, and the log's is the simulated one (kv_events_test).
   EXPECT_THAT(sub.output, StartsWith(decoded.output));
   EXPECT_THAT(sub.output.substr(decoded.output.size()), HasSubstr("replayed "));
+}
+
+// --realtime publishes each batch at its simulated time over --speedup: the run cannot end before
+// its last batch's time has passed on the wall clock.
+TEST(KvEventsZmqTest, RealtimePacesBatchesAtSimulatedTime) {
+  const std::string log = TempOutputPath("realtime_events.msgpack");
+  const double speedup = 200;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r =
+      testing::RunCli("replay --trace " + std::string(PREFIXSIM_SOURCE_DIR) +
+                      "/traces/sample_tokens.jsonl --model qwen3-next-80b-a3b "
+                      "--engine h200 --no-progress --kv-events " +
+                      log + " --kv-events-zmq tcp://127.0.0.1:" + std::to_string(FreePort()) +
+                      " --realtime --speedup " + std::to_string(speedup));
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto batches = events::ReadEventLog(log);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_FALSE(batches->empty());
+  EXPECT_GE(wall, batches->back().ts / speedup);
+  EXPECT_GT(batches->back().ts / speedup, 0.5);  // long enough for the check to mean something
 }
 
 }  // namespace
