@@ -35,6 +35,9 @@ struct PlanCase {
   KvPlan plan;
 };
 
+// Failures name the case, not the plan's bytes.
+void PrintTo(const PlanCase& c, std::ostream* os) { *os << c.name; }
+
 std::vector<PlanCase> Plans() {
   return {
       {"unitary", testing_kv::Unitary(LayerKind::kFullAttention, 4, 40)},
