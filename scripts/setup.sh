@@ -5,6 +5,8 @@ packages=(cmake g++ make pkg-config
   libabsl-dev libboost-graph-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev
   zlib1g-dev libzstd-dev zstd libgtest-dev libgmock-dev libbenchmark-dev
   libjemalloc-dev  # the binary's allocator (CMake option PREFIXSIM_JEMALLOC)
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev  # vLLM's KV event stream: ZMQ sockets, msgpack (sim/events)
+  python3-msgpack python3-zmq  # the independent KV event reader/subscriber (tests/events/vllm_kv_events.py)
   chromium     # headless browser check of the HTML report (tests/report/html_browser_test.cc)
   slurm-wlm munge      # a single-node Slurm for tests/slurm/slurm_roundtrip.sh
   clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)

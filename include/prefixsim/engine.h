@@ -39,6 +39,7 @@
 namespace prefixsim {
 
 struct RequestRecord;
+class KvEventSink;
 
 struct ReplayProgress {
   int64_t requests_read = 0;      // arrivals so far
@@ -88,6 +89,10 @@ struct ReplayOptions {
   // preemptions the oldest running request finishes within max_model_len steps.
   int64_t max_preemptions_without_finish = 10000;
   int64_t max_steps_without_finish = -1;
+  // The sink of replica r's KV cache events (vLLM's BlockStored / BlockRemoved, one batch per
+  // step; sim/events), called once per replica as it is built; null or empty: none. Not owned:
+  // each sink must outlive the replay.
+  std::function<KvEventSink*(int replica)> kv_event_sink;
 };
 
 // vLLM's PrefixCacheStats (docs/semantics.md §12): token-level, recorded when a waiting request is

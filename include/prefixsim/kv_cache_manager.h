@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "prefixsim/kv_event_sink.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
 
@@ -153,6 +154,9 @@ class KvCacheManager {
   // Events of this cache's prefix index go to `listener` (null: none). Not owned; it must
   // outlive the manager or be unset first.
   void SetCacheEventListener(CacheEventListener* listener);
+  // Per-block events with group, hash and request (vLLM's KV events; kv_event_sink.h) go to
+  // `sink` (null: none). Not owned; it must outlive the manager or be unset first.
+  void SetKvEventSink(KvEventSink* sink);
 
   int64_t num_free_blocks() const;    // free and cached-free blocks (not the null block)
   int64_t num_usable_blocks() const;  // num_blocks - 1

@@ -19,6 +19,7 @@ void AddGenTraceCommand(CLI::App& app, CommandContext& ctx);
 void AddSweepCommand(CLI::App& app, CommandContext& ctx);
 void AddRegressCommand(CLI::App& app, CommandContext& ctx);
 void AddKernelBenchCommand(CLI::App& app, CommandContext& ctx);
+void AddParityCommand(CLI::App& app, CommandContext& ctx);
 
 }  // namespace prefixsim::cli
 

@@ -18,6 +18,7 @@
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
+#include "sim/cli/kv_events_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cost/measured.h"
 #include "sim/report/report.h"
@@ -32,6 +33,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     std::string policies = "old,new";
     std::string json_path;
     HtmlCliOptions html;
+    KvEventsCliOptions kv_events;
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -43,6 +45,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--json", options->json_path, "write the comparison JSON here (- = stdout)");
   AddHtmlCliOptions(cmd, &options->html);
+  AddKvEventsCliOptions(cmd, &options->kv_events, /*with_zmq=*/false);
   cmd->callback([options, &ctx] {
     InstallInterruptHandlers();
     std::vector<std::string> policies;
@@ -54,8 +57,9 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       return;
     }
     // Outputs first: a path that cannot be written fails now, not after the whole comparison.
-    for (const auto& [path, flag] : {std::pair{&options->json_path, "--json"},
-                                     std::pair{&options->html.html_path, "--html"}}) {
+    for (const auto& [path, flag] :
+         {std::pair{&options->json_path, "--json"}, std::pair{&options->html.html_path, "--html"},
+          std::pair{&options->kv_events.file, "--kv-events"}}) {
       if (absl::Status s = CheckOutputFile(*path, flag); !s.ok()) {
         ctx.exit_code = ReportError("compare", s);
         return;
@@ -96,9 +100,32 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     std::vector<std::optional<absl::StatusOr<ReplayResult>>> results(plans.size());
     ReplayCliOptions run = options->replay;
     run.skip_teardown = true;  // the command exits after these replays
+    // One event file per policy (KvEventsFileFor), each written by its policy's thread.
+    std::vector<std::unique_ptr<KvEventsOutput>> kv_events(plans.size());
+    if (options->kv_events.enabled()) {
+      if (loaded->engine.fleet.auto_replicas) {
+        ctx.exit_code = ReportError(
+            "compare",
+            absl::InvalidArgumentError(
+                "--kv-events needs a fixed fleet size; --replicas auto replays several"));
+        return;
+      }
+      for (size_t i = 0; i < plans.size(); ++i) {
+        auto opened = KvEventsOutput::Open(
+            options->kv_events, KvEventsFileFor(options->kv_events.file, policies[i]), plans[i]);
+        if (!opened.ok()) {
+          ctx.exit_code = ReportError("compare", opened.status());
+          return;
+        }
+        kv_events[i] = *std::move(opened);
+      }
+    }
     ParallelFor(plans.size(), static_cast<int>(plans.size()), [&](size_t i) {
-      results[i] = RunReplay(run, loaded->model, loaded->engine, plans[i], i == 0 ? "compare" : "",
-                             /*keep_records=*/!options->html.html_path.empty());
+      ReplayCliOptions policy_run = run;
+      if (kv_events[i] != nullptr) policy_run.kv_event_sink = kv_events[i]->SinkFactory();
+      results[i] =
+          RunReplay(policy_run, loaded->model, loaded->engine, plans[i], i == 0 ? "compare" : "",
+                    /*keep_records=*/!options->html.html_path.empty());
     });
     std::vector<ReplayResult> ok;
     for (size_t i = 0; i < results.size(); ++i) {
@@ -107,6 +134,12 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
         return;
       }
       ok.push_back(*std::move(*results[i]));
+      if (kv_events[i] != nullptr) {
+        if (absl::Status s = kv_events[i]->Finish(); !s.ok()) {
+          ctx.exit_code = ReportError("compare", s);
+          return;
+        }
+      }
     }
     if (options->json_path != "-") {
       std::cout << "model " << loaded->model.name << "   engine " << loaded->engine.source

@@ -1,4 +1,5 @@
 // `prefixsim replay`: one simulation of a trace served by one engine (docs/design.md §4.1, §4.5).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
+#include "sim/cli/kv_events_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
@@ -27,6 +29,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     std::string json_path;
     std::string csv_path;
     HtmlCliOptions html;
+    KvEventsCliOptions kv_events;
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -44,12 +47,14 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--json", options->json_path, "write the JSON summary here (- = stdout)");
   cmd->add_option("--csv", options->csv_path, "write the per-request CSV here (- = stdout)");
   AddHtmlCliOptions(cmd, &options->html);
+  AddKvEventsCliOptions(cmd, &options->kv_events, /*with_zmq=*/true);
   cmd->callback([options, &ctx] {
     InstallInterruptHandlers();
     // Outputs first: a path that cannot be written fails now, not after the whole replay.
     for (const auto& [path, flag] :
          {std::pair{&options->json_path, "--json"}, std::pair{&options->csv_path, "--csv"},
-          std::pair{&options->html.html_path, "--html"}}) {
+          std::pair{&options->html.html_path, "--html"},
+          std::pair{&options->kv_events.file, "--kv-events"}}) {
       if (absl::Status s = CheckOutputFile(*path, flag); !s.ok()) {
         ctx.exit_code = ReportError("replay", s);
         return;
@@ -108,11 +113,36 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     }
     ReplayCliOptions run = options->replay;
     run.skip_teardown = true;  // the command exits after this replay
+    std::unique_ptr<KvEventsOutput> kv_events;
+    if (options->kv_events.enabled()) {
+      const EngineConfig& e = loaded->engine;
+      if (e.fleet.auto_replicas) {
+        // The search replays several fleets; their events would interleave in one stream.
+        ctx.exit_code = ReportError(
+            "replay", absl::InvalidArgumentError(
+                          "--kv-events needs a fixed fleet size; --replicas auto replays several"));
+        return;
+      }
+      auto opened = KvEventsOutput::Open(options->kv_events, options->kv_events.file, *plan,
+                                         std::max(1, e.fleet.replicas));
+      if (!opened.ok()) {
+        ctx.exit_code = ReportError("replay", opened.status());
+        return;
+      }
+      kv_events = *std::move(opened);
+      run.kv_event_sink = kv_events->SinkFactory();
+    }
     auto result = RunReplay(run, loaded->model, loaded->engine, *plan, "replay",
                             /*keep_records=*/!options->html.html_path.empty(), sink);
     if (!result.ok()) {
       ctx.exit_code = ReportError("replay", result.status());
       return;
+    }
+    if (kv_events != nullptr) {
+      if (absl::Status s = kv_events->Finish(); !s.ok()) {
+        ctx.exit_code = ReportError("replay", s);
+        return;
+      }
     }
     const bool wall = !options->replay.no_wall_time;
     // With --json - or --csv - stdout carries the machine-readable output only.

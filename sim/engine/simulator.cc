@@ -88,6 +88,10 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   kv::SetFastPath(*sim->kv_, tuning.kv_fast_path);
   if (options.attribute_misses) kv::EnableMissAttribution(*sim->kv_, history, replica);
+  if (options.kv_event_sink) {
+    sim->event_sink_ = options.kv_event_sink(replica);
+    sim->kv_->SetKvEventSink(sim->event_sink_);
+  }
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
   if (sim->num_spec_tokens_ > 0) sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
   return sim;
@@ -155,7 +159,7 @@ void Simulator::Admit(std::unique_ptr<Request> request, int64_t /*now*/,
   scheduler_->AddWaiting(raw);
 }
 
-absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
+absl::StatusOr<int64_t> Simulator::StartStep(int64_t now) {
   PREFIXSIM_CHECK(!busy_);
   ReplayResult& result = totals_.counters;
   for (;;) {
@@ -204,6 +208,7 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t /*now*/) {
   result.max_running =
       std::max<int64_t>(result.max_running, static_cast<int64_t>(scheduler_->num_running()));
   busy_ = true;
+  if (event_sink_ != nullptr) event_sink_->OnStepScheduled(now);
   return dt;
 }
 

@@ -91,6 +91,7 @@ class Simulator {
   RequestLog* records_;
   SchedulerConfig sched_config_;
   std::unique_ptr<KvCacheManager> kv_;
+  KvEventSink* event_sink_ = nullptr;  // ReplayOptions::kv_event_sink's, not owned
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<AcceptanceModel> acceptance_;
   std::unique_ptr<CostModel> cost_;

@@ -75,6 +75,7 @@ void BlockPool::Uncache(BlockId b) {
 void BlockPool::RemoveFromIndex(BlockId b) {
   Meta& m = meta_[b];
   if (listener_ != nullptr) listener_->OnBlockRemoved(m.hash.hash ^ GroupSalt(m.group), m.group);
+  if (event_sink_ != nullptr) event_sink_->OnBlockRemoved(m.group, m.hash);
   const BlockId p = m.dup_prev, n = m.dup_next;
   if (p == kNoBlock) {
     // Stores only: the slot's cache line is not read, so a cold one does not stall us.
@@ -177,6 +178,7 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   meta_[b].group = group;
   ++num_cached_;
   if (listener_ != nullptr) listener_->OnBlockStored(key, Tag(group, h), group);
+  if (event_sink_ != nullptr) event_sink_->OnBlockStored(group, h);
   return true;
 }
 

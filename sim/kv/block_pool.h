@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "prefixsim/kv_cache_manager.h"
+#include "prefixsim/kv_event_sink.h"
 #include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/prefix_index.h"
@@ -131,6 +132,11 @@ class BlockPool {
     listener_ = listener;
     listener_index_ = listener_index;
   }
+
+  // `sink` receives the same stores and removes with their group and full hash (an exporter of
+  // vLLM's KV events, kv_event_sink.h). Null: none. Not owned.
+  void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
+  KvEventSink* event_sink() const { return event_sink_; }
 
   // A cache hit takes a reference: a free block leaves the free queue.
   void Touch(BlockId b) {
@@ -242,6 +248,7 @@ class BlockPool {
   mutable int64_t collisions_ = 0;
   CacheEventListener* listener_ = nullptr;
   const PrefixIndex* listener_index_ = nullptr;
+  KvEventSink* event_sink_ = nullptr;
 };
 
 }  // namespace kv

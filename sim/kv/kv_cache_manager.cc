@@ -13,6 +13,7 @@
 #include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
+#include "sim/kv/cache_contents.h"
 #include "sim/kv/compute_history.h"
 #include "sim/kv/coordinator.h"
 #include "sim/kv/fast_path.h"
@@ -454,6 +455,13 @@ struct KvCacheManager::Rep {
     }
   }
 
+  // An event sink (vLLM's KV events) needs to know whose chunks the next stores name.
+  void NoteCachingRequest(const RequestState& st) {
+    if (KvEventSink* sink = pool_.event_sink(); sink != nullptr) {
+      sink->OnCachingRequest(*st.request, st.hashes.data(), static_cast<int64_t>(st.hashes.size()));
+    }
+  }
+
   // Publishes the full blocks of the first num_tokens_to_cache tokens (under the hybrid
   // round-down to S), and holds them in the shadow index, which sees every computed U-block with
   // no round-down.
@@ -472,6 +480,7 @@ struct KvCacheManager::Rep {
     EnsureHashes(st, limit / coord_.hash_block_size());
     // Mamba caches the state where this step ends, if no draft tokens ride along.
     const int64_t step_end = (n == c.num_tokens_main_model) ? n : -1;
+    NoteCachingRequest(st);
     // Each group reads hashes below its own limit only: all present after EnsureHashes.
     counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
   }
@@ -515,6 +524,7 @@ struct KvCacheManager::Rep {
     const int64_t limit = coord_.MaxCacheLimit(b);
     if (limit <= 0) return;
     EnsureHashes(st, limit / coord_.hash_block_size());
+    NoteCachingRequest(st);
     counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b);
   }
 
@@ -711,6 +721,8 @@ void KvCacheManager::Free(KvRequestHandle request) { rep_->Free(request); }
 void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
   rep_->pool_.set_listener(listener);
 }
+
+void KvCacheManager::SetKvEventSink(KvEventSink* sink) { rep_->pool_.set_event_sink(sink); }
 
 void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
   PREFIXSIM_CHECK(request != nullptr);
@@ -932,3 +944,16 @@ MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
 }  // namespace kv
 
 }  // namespace prefixsim
+
+namespace prefixsim::kv {
+
+std::vector<std::pair<int, ChunkHash>> CachedBlockList(const KvCacheManager& manager) {
+  const BlockPool& pool = KvCacheManagerAccess::Get(manager).pool_;
+  std::vector<std::pair<int, ChunkHash>> out;
+  for (BlockId b = 1; b < pool.num_blocks(); ++b) {
+    if (pool.is_cached(b)) out.emplace_back(pool.cached_group(b), pool.cached_hash(b));
+  }
+  return out;
+}
+
+}  // namespace prefixsim::kv

@@ -43,6 +43,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& m
   options.max_preemptions_without_finish = o.max_preemptions_without_finish;
   options.max_steps_without_finish = o.max_steps_without_finish;
   options.progress = std::move(progress);
+  options.kv_event_sink = o.kv_event_sink;
   return ReplayWithFleetSizing(plan, model, engine, open_trace, options, tuning);
 }
 

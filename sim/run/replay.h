@@ -36,6 +36,8 @@ struct ReplayConfig {
   // Not a flag: ReplayTuning::skip_teardown, for the one replay (per policy) of a command that
   // exits right after it (replay, compare). Never for sweeps: their points would pile up.
   bool skip_teardown = false;
+  // Not a flag: ReplayOptions::kv_event_sink (the --kv-events outputs, sim/events).
+  std::function<KvEventSink*(int replica)> kv_event_sink;
 };
 
 // Opens the trace and replays it under `plan` (one thread; safe to call from several threads

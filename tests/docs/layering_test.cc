@@ -24,6 +24,7 @@ const std::map<std::string, std::set<std::string>>& AllowedLayers() {
       {"plan", {"util"}},
       {"trace", {"util"}},
       {"kv", {"util"}},
+      {"events", {"util", "kv"}},
       {"spec", {"util", "plan"}},
       {"cost", {"util", "plan"}},
       {"cuda", {"util", "plan"}},
@@ -34,13 +35,13 @@ const std::map<std::string, std::set<std::string>>& AllowedLayers() {
       {"analyze", {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet"}},
       {"run",
        {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet", "report",
-        "analyze"}},
+        "analyze", "events"}},
       {"grid",
        {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet", "report",
-        "analyze", "run"}},
+        "analyze", "run", "events"}},
       {"cli",
        {"util", "plan", "trace", "kv", "spec", "cost", "sched", "engine", "fleet", "report",
-        "analyze", "run", "grid", "cuda"}},
+        "analyze", "run", "grid", "cuda", "events"}},
   };
   return *kAllowed;
 }

@@ -19,6 +19,9 @@
 #include "prefixsim/request.h"
 #include "prefixsim/trace.h"
 #include "sim/cost/cost_model.h"
+#include "sim/events/event_log.h"
+#include "sim/events/msgpack_codec.h"
+#include "sim/events/parity.h"
 #include "sim/grid/grid.h"
 
 namespace prefixsim::fuzz {
@@ -99,6 +102,25 @@ inline void FuzzScenario(const uint8_t* data, size_t size) {
   auto scenario = grid::LoadScenario(path);
   if (scenario.ok()) (void)grid::ShardPoints(scenario->points, 1, 3);
   std::remove(path.c_str());
+}
+
+// One KV event payload (vLLM's msgpack batch, either event encoding); a decoded batch must
+// encode and decode to itself.
+inline void FuzzKvEventsMsgpack(const uint8_t* data, size_t size) {
+  auto batch = events::DecodeMsgpack(AsText(data, size));
+  if (!batch.ok()) return;
+  auto again = events::DecodeMsgpack(events::EncodeMsgpack(*batch));
+  if (!again.ok() || !(*again == *batch || batch->ts != batch->ts)) std::abort();
+}
+
+// A whole KV event log (length-prefixed msgpack or JSON lines, told by its first byte).
+inline void FuzzKvEventLog(const uint8_t* data, size_t size) {
+  (void)events::ParseEventLog(AsText(data, size), "fuzz.log");
+}
+
+// A Prometheus text exposition (vLLM's /metrics).
+inline void FuzzPromText(const uint8_t* data, size_t size) {
+  (void)events::ParsePromText(AsText(data, size), "fuzz.prom");
 }
 
 }  // namespace prefixsim::fuzz

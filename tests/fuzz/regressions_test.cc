@@ -32,6 +32,9 @@ const std::map<std::string, Body>& Targets() {
       {"hf_config_fuzz", FuzzHfConfig},
       {"step_table_fuzz", FuzzStepTable},
       {"scenario_fuzz", FuzzScenario},
+      {"kv_events_msgpack_fuzz", FuzzKvEventsMsgpack},
+      {"kv_event_log_fuzz", FuzzKvEventLog},
+      {"prom_text_fuzz", FuzzPromText},
   };
   return *targets;
 }

@@ -1,0 +1,230 @@
+#include "sim/events/parity.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "prefixsim/status.h"
+#include "sim/events/cached_blocks.h"
+
+namespace prefixsim::events {
+namespace {
+
+constexpr std::string_view kQueries = "vllm:prefix_cache_queries";
+constexpr std::string_view kHits = "vllm:prefix_cache_hits";
+
+bool IsMetricNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+}
+
+// Prometheus' sample values: a float, or +Inf/-Inf/NaN.
+bool ParseSampleValue(std::string_view s, double* out) {
+  if (s == "+Inf" || s == "Inf") {
+    *out = HUGE_VAL;
+    return true;
+  }
+  if (s == "-Inf") {
+    *out = -HUGE_VAL;
+    return true;
+  }
+  if (s == "NaN") {
+    *out = NAN;
+    return true;
+  }
+  return !s.empty() && absl::SimpleAtod(std::string(s), out);
+}
+
+std::string_view TrimWhitespace(std::string_view s) {
+  const size_t first = s.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+}
+
+using Key = CachedBlocks::Key;
+
+std::map<int64_t, std::vector<const EventBatch*>> ByRank(const std::vector<EventBatch>& batches) {
+  std::map<int64_t, std::vector<const EventBatch*>> out;
+  for (const EventBatch& b : batches) out[b.data_parallel_rank.value_or(0)].push_back(&b);
+  return out;
+}
+
+// The blocks of one group, as a set of hashes with counts.
+std::map<ExternalBlockHash, int64_t> GroupBlocks(const CachedBlocks& c, int64_t group) {
+  std::map<ExternalBlockHash, int64_t> out;
+  for (auto it = c.blocks().lower_bound({group, 0});
+       it != c.blocks().end() && it->first.first == group; ++it) {
+    out.emplace(it->first.second, it->second);
+  }
+  return out;
+}
+
+void Count(const EventBatch& b, std::map<int64_t, GroupDivergence>& groups, bool simulated,
+           std::set<Key>& stored) {
+  for (const KvEvent& e : b.events) {
+    if (const auto* s = std::get_if<BlockStored>(&e)) {
+      GroupDivergence& g = groups[s->group_idx.value_or(0)];
+      (simulated ? g.stored_sim : g.stored_measured) +=
+          static_cast<int64_t>(s->block_hashes.size());
+      for (ExternalBlockHash h : s->block_hashes) stored.insert({s->group_idx.value_or(0), h});
+    } else if (const auto* r = std::get_if<BlockRemoved>(&e)) {
+      GroupDivergence& g = groups[r->group_idx.value_or(0)];
+      (simulated ? g.removed_sim : g.removed_measured) +=
+          static_cast<int64_t>(r->block_hashes.size());
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, double>> ParsePromText(std::string_view contents,
+                                                            std::string_view name) {
+  std::map<std::string, double> out;
+  int64_t line_no = 0;
+  size_t start = 0;
+  while (start < contents.size()) {
+    size_t end = contents.find('\n', start);
+    if (end == std::string_view::npos) end = contents.size();
+    const std::string raw(contents.substr(start, end - start));
+    const std::string_view line = TrimWhitespace(raw);
+    start = end + 1;
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    auto error = [&](std::string_view what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(name), ": line ", line_no, ": ", std::string(what)));
+    };
+    size_t i = 0;
+    while (i < line.size() && IsMetricNameChar(line[i])) ++i;
+    if (i == 0) return error("expected a metric name");
+    std::string metric(line.substr(0, i));
+    if (i < line.size() && line[i] == '{') {
+      // Labels: skip to the closing brace, minding quoted values (which may hold '}' or '\"').
+      bool quoted = false;
+      ++i;
+      for (; i < line.size(); ++i) {
+        if (quoted && line[i] == '\\') {
+          ++i;
+        } else if (line[i] == '"') {
+          quoted = !quoted;
+        } else if (!quoted && line[i] == '}') {
+          break;
+        }
+      }
+      if (i >= line.size()) return error("unterminated label set");
+      ++i;
+    }
+    const std::string_view rest = TrimWhitespace(line.substr(i));
+    const std::string_view value_text = rest.substr(0, rest.find_first_of(" \t"));
+    double value = 0;
+    if (value_text.empty())
+      return error(absl::StrCat("sample of ", std::string(metric), " has no value"));
+    if (!ParseSampleValue(value_text, &value)) {
+      return error(absl::StrCat("sample of ", std::string(metric), ": \"", std::string(value_text),
+                                "\" is not a number"));
+    }
+    if (metric.size() > 6 && metric.compare(metric.size() - 6, 6, "_total") == 0) {
+      metric.resize(metric.size() - 6);
+    }
+    out[metric] += value;
+  }
+  return out;
+}
+
+absl::StatusOr<MeasuredHitRate> MeasuredFromScrapes(const std::map<std::string, double>& before,
+                                                    std::string_view before_name,
+                                                    const std::map<std::string, double>& after,
+                                                    std::string_view after_name) {
+  auto get = [](const std::map<std::string, double>& m, std::string_view metric,
+                std::string_view file) -> absl::StatusOr<double> {
+    auto it = m.find(std::string(metric));
+    if (it == m.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(file), ": no ", std::string(metric),
+                       " counter (is this vLLM's /metrics with prefix caching on?)"));
+    }
+    return it->second;
+  };
+  MeasuredHitRate out;
+  PREFIXSIM_ASSIGN_OR_RETURN(const double q0, get(before, kQueries, before_name));
+  PREFIXSIM_ASSIGN_OR_RETURN(const double h0, get(before, kHits, before_name));
+  PREFIXSIM_ASSIGN_OR_RETURN(const double q1, get(after, kQueries, after_name));
+  PREFIXSIM_ASSIGN_OR_RETURN(const double h1, get(after, kHits, after_name));
+  if (q1 < q0 || h1 < h0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(after_name), ": the counters are lower than in ",
+                     std::string(before_name), " (engine restarted, or the files swapped?)"));
+  }
+  out.queries = q1 - q0;
+  out.hits = h1 - h0;
+  return out;
+}
+
+absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBatch>& simulated,
+                                                      const std::vector<EventBatch>& measured) {
+  EventDivergence out;
+  const auto sim_ranks = ByRank(simulated), measured_ranks = ByRank(measured);
+  std::set<int64_t> ranks;
+  for (const auto& [r, _] : sim_ranks) ranks.insert(r);
+  for (const auto& [r, _] : measured_ranks) ranks.insert(r);
+  for (int64_t rank : ranks) {
+    static const std::vector<const EventBatch*> kNone;
+    const auto& a = sim_ranks.count(rank) ? sim_ranks.at(rank) : kNone;
+    const auto& b = measured_ranks.count(rank) ? measured_ranks.at(rank) : kNone;
+    CachedBlocks sim_cache, measured_cache;
+    std::map<int64_t, GroupDivergence> groups;
+    std::set<Key> stored_sim, stored_measured;
+    const size_t steps = std::max(a.size(), b.size());
+    for (size_t step = 0; step < steps; ++step) {
+      if (step < a.size()) {
+        Count(*a[step], groups, true, stored_sim);
+        absl::Status s = sim_cache.Apply(*a[step]);
+        if (!s.ok()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("simulated events, replica ", rank, " step ", step, ": ", s.message()));
+        }
+      }
+      if (step < b.size()) {
+        Count(*b[step], groups, false, stored_measured);
+        absl::Status s = measured_cache.Apply(*b[step]);
+        if (!s.ok()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("measured events, replica ", rank, " step ", step, ": ", s.message()));
+        }
+      }
+      bool all_agree = true;
+      for (auto& [group, g] : groups) {
+        if (GroupBlocks(sim_cache, group) == GroupBlocks(measured_cache, group)) {
+          ++g.steps_agreeing;
+        } else {
+          all_agree = false;
+          if (!out.first_divergent_step.has_value()) {
+            out.first_divergent_step = static_cast<int64_t>(step);
+            out.first_divergent_rank = rank;
+            out.first_divergent_group = group;
+          }
+        }
+      }
+      if (all_agree) ++out.steps_agreeing;
+    }
+    out.steps += static_cast<int64_t>(steps);
+    for (auto& [group, g] : groups) {
+      g.rank = rank;
+      g.group = group;
+      for (const Key& k : stored_sim) {
+        if (k.first == group && !stored_measured.count(k)) ++g.stored_sim_only;
+      }
+      for (const Key& k : stored_measured) {
+        if (k.first == group && !stored_sim.count(k)) ++g.stored_measured_only;
+      }
+      out.groups.push_back(g);
+    }
+  }
+  return out;
+}
+
+}  // namespace prefixsim::events

@@ -1,0 +1,60 @@
+// Simulated against measured (`prefixsim parity`, docs/kv-events.md "Parity"): vLLM's prefix-cache
+// counters from two Prometheus scrapes, and a recorded KV event log against the simulated one.
+#ifndef PREFIXSIM_SIM_EVENTS_PARITY_H_
+#define PREFIXSIM_SIM_EVENTS_PARITY_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/events/kv_events.h"
+
+namespace prefixsim::events {
+
+// The samples of a Prometheus text exposition, summed per metric name over their label sets, with
+// a `_total` suffix removed (the exposition of a counter "x" is "x_total"). Errors are
+// InvalidArgument and start with "`name`: line N: ".
+absl::StatusOr<std::map<std::string, double>> ParsePromText(std::string_view contents,
+                                                            std::string_view name);
+
+struct MeasuredHitRate {
+  double queries = 0;  // vllm:prefix_cache_queries, after minus before (tokens)
+  double hits = 0;     // vllm:prefix_cache_hits, after minus before (tokens)
+  double rate() const { return queries > 0 ? hits / queries : 0; }
+};
+// InvalidArgument naming the file when a counter is missing or went down.
+absl::StatusOr<MeasuredHitRate> MeasuredFromScrapes(const std::map<std::string, double>& before,
+                                                    std::string_view before_name,
+                                                    const std::map<std::string, double>& after,
+                                                    std::string_view after_name);
+
+// Two event histories replayed side by side, step by step (batch i of a replica on each side is
+// step i; replicas by data_parallel_rank).
+struct GroupDivergence {
+  int64_t rank = 0;
+  int64_t group = 0;
+  int64_t stored_sim = 0, stored_measured = 0;    // blocks stored
+  int64_t removed_sim = 0, removed_measured = 0;  // blocks removed
+  int64_t stored_sim_only = 0;       // distinct blocks the simulation stored, the engine never
+  int64_t stored_measured_only = 0;  // ... and the other way round
+  int64_t steps_agreeing = 0;        // steps after which this group's cached sets are equal
+};
+struct EventDivergence {
+  int64_t steps = 0;           // the longer side's steps, summed over replicas
+  int64_t steps_agreeing = 0;  // steps after which every group's cached sets are equal
+  double agreement() const { return steps > 0 ? static_cast<double>(steps_agreeing) / steps : 1; }
+  // The first step (and its replica and group, the lowest on a tie) after which the sets differ.
+  std::optional<int64_t> first_divergent_step, first_divergent_rank, first_divergent_group;
+  std::vector<GroupDivergence> groups;  // by (rank, group)
+};
+// FailedPrecondition if either history removes a block it never stored.
+absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBatch>& simulated,
+                                                      const std::vector<EventBatch>& measured);
+
+}  // namespace prefixsim::events
+
+#endif  // PREFIXSIM_SIM_EVENTS_PARITY_H_
