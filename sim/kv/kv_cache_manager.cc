@@ -950,7 +950,7 @@ namespace prefixsim::kv {
 std::vector<std::pair<int, ChunkHash>> CachedBlockList(const KvCacheManager& manager) {
   const BlockPool& pool = KvCacheManagerAccess::Get(manager).pool_;
   std::vector<std::pair<int, ChunkHash>> out;
-  for (BlockId b = 1; b < pool.num_blocks(); ++b) {
+  for (BlockId b = 1; b < pool.num_ever_allocated(); ++b) {
     if (pool.is_cached(b)) out.emplace_back(pool.cached_group(b), pool.cached_hash(b));
   }
   return out;
