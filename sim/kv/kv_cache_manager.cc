@@ -820,7 +820,7 @@ void PeekPromptHits(KvCacheManager& any_replica, const Request& request,
   const int n = index.num_replicas();
   hits->assign(n, 0);
   KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(any_replica);
-  const int64_t max_hit = request.prompt_tokens - 1;  // docs/semantics.md §9.1
+  const int64_t max_hit = request.prompt_tokens - 1;  // as the admission lookup (§9.1)
   if (!m.caching_ || max_hit <= 0) return;
   const int64_t nf =
       std::min<int64_t>(static_cast<int64_t>(hashes.size()), max_hit / m.coord_.hash_block_size());
