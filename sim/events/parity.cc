@@ -53,14 +53,23 @@ std::map<int64_t, std::vector<const EventBatch*>> ByRank(const std::vector<Event
   return out;
 }
 
-// The blocks of one group, as a set of hashes with counts.
-std::map<ExternalBlockHash, int64_t> GroupBlocks(const CachedBlocks& c, int64_t group) {
-  std::map<ExternalBlockHash, int64_t> out;
-  for (auto it = c.blocks().lower_bound({group, 0});
-       it != c.blocks().end() && it->first.first == group; ++it) {
-    out.emplace(it->first.second, it->second);
+// The keys a batch changes on its side: those it stores or removes, and with AllBlocksCleared
+// every key the side holds (read before the batch is applied).
+void TouchedKeys(const EventBatch& b, const CachedBlocks& side, std::vector<Key>* keys) {
+  for (const KvEvent& e : b.events) {
+    if (const auto* s = std::get_if<BlockStored>(&e)) {
+      for (ExternalBlockHash h : s->block_hashes) keys->push_back({s->group_idx.value_or(0), h});
+    } else if (const auto* r = std::get_if<BlockRemoved>(&e)) {
+      for (ExternalBlockHash h : r->block_hashes) keys->push_back({r->group_idx.value_or(0), h});
+    } else {
+      for (const auto& [k, n] : side.blocks()) keys->push_back(k);
+    }
   }
-  return out;
+}
+
+int64_t CountOf(const CachedBlocks& c, const Key& k) {
+  const auto it = c.blocks().find(k);
+  return it == c.blocks().end() ? 0 : it->second;
 }
 
 void Count(const EventBatch& b, std::map<int64_t, GroupDivergence>& groups, bool simulated,
@@ -164,6 +173,9 @@ absl::StatusOr<MeasuredHitRate> MeasuredFromScrapes(const std::map<std::string, 
   return out;
 }
 
+// The two caches are compared by their difference, kept as the batches come: the keys whose
+// counts differ, and how many per group. A step costs the keys its batches touch, not the
+// caches' size.
 absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBatch>& simulated,
                                                       const std::vector<EventBatch>& measured) {
   EventDivergence out;
@@ -171,6 +183,7 @@ absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBat
   std::set<int64_t> ranks;
   for (const auto& [r, _] : sim_ranks) ranks.insert(r);
   for (const auto& [r, _] : measured_ranks) ranks.insert(r);
+  std::vector<Key> touched;
   for (int64_t rank : ranks) {
     static const std::vector<const EventBatch*> kNone;
     const auto& a = sim_ranks.count(rank) ? sim_ranks.at(rank) : kNone;
@@ -178,9 +191,14 @@ absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBat
     CachedBlocks sim_cache, measured_cache;
     std::map<int64_t, GroupDivergence> groups;
     std::set<Key> stored_sim, stored_measured;
+    std::set<Key> differing;                // keys whose counts differ between the sides
+    std::map<int64_t, int64_t> mismatched;  // group -> its keys in `differing`
+    bool diverged = false;                  // this rank's first divergence is recorded
     const size_t steps = std::max(a.size(), b.size());
     for (size_t step = 0; step < steps; ++step) {
+      touched.clear();
       if (step < a.size()) {
+        TouchedKeys(*a[step], sim_cache, &touched);
         Count(*a[step], groups, true, stored_sim);
         absl::Status s = sim_cache.Apply(*a[step]);
         if (!s.ok()) {
@@ -189,6 +207,7 @@ absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBat
         }
       }
       if (step < b.size()) {
+        TouchedKeys(*b[step], measured_cache, &touched);
         Count(*b[step], groups, false, stored_measured);
         absl::Status s = measured_cache.Apply(*b[step]);
         if (!s.ok()) {
@@ -196,18 +215,29 @@ absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBat
               absl::StrCat("measured events, replica ", rank, " step ", step, ": ", s.message()));
         }
       }
+      for (const Key& k : touched) {
+        if (CountOf(sim_cache, k) != CountOf(measured_cache, k)) {
+          if (differing.insert(k).second) ++mismatched[k.first];
+        } else if (differing.erase(k) > 0) {
+          --mismatched[k.first];
+        }
+      }
       bool all_agree = true;
       for (auto& [group, g] : groups) {
-        if (GroupBlocks(sim_cache, group) == GroupBlocks(measured_cache, group)) {
+        if (mismatched[group] == 0) {
           ++g.steps_agreeing;
-        } else {
-          all_agree = false;
-          if (!out.first_divergent_step.has_value()) {
-            out.first_divergent_step = static_cast<int64_t>(step);
-            out.first_divergent_rank = rank;
-            out.first_divergent_group = group;
-          }
+          continue;
         }
+        all_agree = false;
+        // The earliest step over all replicas; on a tie the lower replica (ranks go in order),
+        // then the lower group (groups go in order).
+        if (!diverged && (!out.first_divergent_step.has_value() ||
+                          static_cast<int64_t>(step) < *out.first_divergent_step)) {
+          out.first_divergent_step = static_cast<int64_t>(step);
+          out.first_divergent_rank = rank;
+          out.first_divergent_group = group;
+        }
+        diverged = true;
       }
       if (all_agree) ++out.steps_agreeing;
     }

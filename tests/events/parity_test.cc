@@ -156,6 +156,55 @@ TEST_F(ParityHistoryTest, AnExtraStoreNamesTheFirstDivergentStepAndGroup) {
   EXPECT_EQ(d->groups[0].steps_agreeing, static_cast<int64_t>(simulated_.size()));
 }
 
+events::EventBatch Batch(int64_t rank, std::vector<events::KvEvent> events) {
+  events::EventBatch b;
+  b.events = std::move(events);
+  b.data_parallel_rank = rank;
+  return b;
+}
+events::BlockStored Store(int64_t group, events::ExternalBlockHash h) {
+  events::BlockStored s;
+  s.block_hashes = {h};
+  s.block_size = 16;
+  s.group_idx = group;
+  return s;
+}
+events::BlockRemoved Remove(int64_t group, events::ExternalBlockHash h) {
+  events::BlockRemoved r;
+  r.block_hashes = {h};
+  r.group_idx = group;
+  return r;
+}
+
+// Replica 0 diverges at its step 2, replica 1 at its step 1: the first divergence is replica 1's
+// (the earliest step, not the lowest replica's). A block stored on one side and removed again
+// agrees once more; an AllBlocksCleared on both sides agrees.
+TEST(ParityEventsTest, TheFirstDivergenceIsTheEarliestStepOverReplicas) {
+  const std::vector<events::EventBatch> sim = {Batch(0, {Store(0, 1)}),
+                                               Batch(0, {Store(0, 2)}),
+                                               Batch(0, {Store(1, 3)}),
+                                               Batch(1, {Store(0, 4)}),
+                                               Batch(1, {Store(0, 5)}),
+                                               Batch(1, {Remove(0, 5)}),
+                                               Batch(1, {events::AllBlocksCleared{}})};
+  const std::vector<events::EventBatch> measured = {Batch(0, {Store(0, 1)}),
+                                                    Batch(0, {Store(0, 2)}),
+                                                    Batch(0, {Store(1, 30)}),
+                                                    Batch(1, {Store(0, 4)}),
+                                                    Batch(1, {Store(0, 50)}),
+                                                    Batch(1, {Remove(0, 50)}),
+                                                    Batch(1, {events::AllBlocksCleared{}})};
+  auto d = events::CompareEventHistories(sim, measured);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(d->first_divergent_step.has_value());
+  EXPECT_EQ(*d->first_divergent_step, 1);
+  EXPECT_EQ(*d->first_divergent_rank, 1);
+  EXPECT_EQ(*d->first_divergent_group, 0);
+  EXPECT_EQ(d->steps, 7);
+  // Replica 0 agrees at steps 0 and 1; replica 1 at steps 0, 2 and 3.
+  EXPECT_EQ(d->steps_agreeing, 5);
+}
+
 const std::string kTokens = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_tokens.jsonl";
 const std::string kSetup =
     " --trace " + kTokens + " --model qwen3-next-80b-a3b --engine h200 --no-progress";
