@@ -14,6 +14,7 @@
 #include "prefixsim/engine.h"
 #include "sim/cli/common.h"
 #include "sim/cli/replay_common.h"
+#include "sim/report/report.h"
 
 namespace prefixsim::cli {
 
@@ -38,10 +39,11 @@ absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngin
 // REQUIRES: CheckHtmlOptions(options, ...) returned OK.
 // Runs the capacity sweep (every result's policy at every capacity, on a few threads) and the
 // trace's alignment curve, then writes the page to options.html_path. Does nothing without
-// --html. `deltas`: compare's delta column.
+// --html. `deltas`: compare's delta column. `parity`: `prefixsim parity`'s section, or null.
 absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
                            const ModelAndEngine& loaded, const std::vector<ReplayResult>& results,
-                           bool deltas, const std::string& command);
+                           bool deltas, const std::string& command,
+                           const ParityFigures* parity = nullptr);
 
 }  // namespace prefixsim::cli
 

@@ -12,12 +12,14 @@
 #include "prefixsim/policy.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/replay_common.h"
 #include "sim/events/event_log.h"
 #include "sim/events/event_recorder.h"
 #include "sim/events/parity.h"
+#include "sim/report/report.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -41,6 +43,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
     std::vector<std::string> metrics;
     std::string events_path;
     bool json = false;
+    HtmlCliOptions html;
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -58,6 +61,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
                   "vLLM's KV event log of the run (length-prefixed msgpack or JSON lines, "
                   "docs/kv-events.md)");
   cmd->add_flag("--json", options->json, "print JSON instead of text");
+  AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
     InstallInterruptHandlers();
     // The measured side first: a malformed file fails before the replay.
@@ -96,6 +100,10 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("parity", plan.status());
       return;
     }
+    if (absl::Status s = CheckHtmlOptions(options->html, *loaded, {options->policy}); !s.ok()) {
+      ctx.exit_code = ReportError("parity", s);
+      return;
+    }
     std::vector<events::EventBatch> simulated;
     std::vector<std::unique_ptr<events::EventRecorder>> recorders;
     ReplayCliOptions run = options->replay;
@@ -108,7 +116,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
       };
     }
     auto result = RunReplay(run, loaded->model, loaded->engine, *plan, "parity",
-                            /*keep_records=*/false);
+                            /*keep_records=*/!options->html.html_path.empty());
     if (!result.ok()) {
       ctx.exit_code = ReportError("parity", result.status());
       return;
@@ -198,6 +206,39 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
                                        g.removed_measured, g.stored_sim_only,
                                        g.stored_measured_only, g.steps_agreeing);
         }
+      }
+    }
+    if (!options->html.html_path.empty()) {
+      ParityFigures figures;
+      figures.simulated_queries = sim.queries;
+      figures.simulated_hits = sim.hits;
+      if (measured) {
+        figures.has_measured = true;
+        figures.measured_queries = measured->queries;
+        figures.measured_hits = measured->hits;
+      }
+      if (divergence) {
+        const events::EventDivergence& d = *divergence;
+        figures.has_events = true;
+        figures.steps = d.steps;
+        figures.steps_agreeing = d.steps_agreeing;
+        figures.first_divergent_step = d.first_divergent_step.value_or(-1);
+        figures.first_divergent_replica = d.first_divergent_rank.value_or(-1);
+        figures.first_divergent_group = d.first_divergent_group.value_or(-1);
+        for (const events::GroupDivergence& g : d.groups) {
+          figures.groups.push_back({g.rank, g.group, g.stored_sim, g.stored_measured, g.removed_sim,
+                                    g.removed_measured, g.stored_sim_only, g.stored_measured_only,
+                                    g.steps_agreeing});
+        }
+        figures.replicas_at_step = d.replicas_at_step;
+        figures.agreeing_at_step = d.agreeing_at_step;
+      }
+      const std::vector<ReplayResult> one = {*result};
+      if (absl::Status s = WriteHtmlPage(options->html, options->replay, *loaded, one,
+                                         /*deltas=*/false, "parity", &figures);
+          !s.ok()) {
+        ctx.exit_code = ReportError("parity", s);
+        return;
       }
     }
     ctx.exit_code = InterruptSignal() != 0 ? kExitInterrupted : kExitOk;

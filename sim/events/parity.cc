@@ -239,7 +239,15 @@ absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBat
         }
         diverged = true;
       }
-      if (all_agree) ++out.steps_agreeing;
+      if (out.replicas_at_step.size() <= step) {
+        out.replicas_at_step.resize(step + 1, 0);
+        out.agreeing_at_step.resize(step + 1, 0);
+      }
+      ++out.replicas_at_step[step];
+      if (all_agree) {
+        ++out.steps_agreeing;
+        ++out.agreeing_at_step[step];
+      }
     }
     out.steps += static_cast<int64_t>(steps);
     for (auto& [group, g] : groups) {

@@ -50,6 +50,9 @@ struct EventDivergence {
   // The first step (and its replica and group, the lowest on a tie) after which the sets differ.
   std::optional<int64_t> first_divergent_step, first_divergent_rank, first_divergent_group;
   std::vector<GroupDivergence> groups;  // by (rank, group)
+  // Per step index (over the replicas): the replicas that have that step, and those whose every
+  // group agrees after it (the agreement over time).
+  std::vector<int64_t> replicas_at_step, agreeing_at_step;
 };
 // FailedPrecondition if either history removes a block it never stored.
 absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBatch>& simulated,

@@ -63,6 +63,26 @@ struct CapacitySweepPoint {
   int64_t queries = 0;
 };
 
+// `prefixsim parity`'s figures for the report page's parity section: the simulated and the
+// measured hit rate (vLLM's counters), and how a recorded KV event log agrees with the simulated
+// one (sim/events/parity.h, converted by sim/cli/parity_cmd.cc).
+struct ParityFigures {
+  int64_t simulated_queries = 0, simulated_hits = 0;
+  bool has_measured = false;
+  double measured_queries = 0, measured_hits = 0;
+  bool has_events = false;
+  int64_t steps = 0, steps_agreeing = 0;  // summed over replicas
+  int64_t first_divergent_step = -1, first_divergent_replica = -1, first_divergent_group = -1;
+  struct Group {
+    int64_t replica = 0, group = 0;
+    int64_t stored_simulated = 0, stored_measured = 0, removed_simulated = 0, removed_measured = 0;
+    int64_t stored_simulated_only = 0, stored_measured_only = 0, steps_agreeing = 0;
+  };
+  std::vector<Group> groups;
+  // Per step index: the replicas that have that step, and those whose sets agree after it.
+  std::vector<int64_t> replicas_at_step, agreeing_at_step;
+};
+
 struct HtmlReportOptions {
   std::string title;
   std::string subtitle;  // model, engine, trace
@@ -71,13 +91,15 @@ struct HtmlReportOptions {
   int64_t configured_kv_cache_bytes = 0;   // marked on the capacity chart; 0 = none
   const AnalyzeResult* analyze = nullptr;  // the alignment curve of the same trace, or null
   std::string analyze_error;               // why analyze is null, if it failed
+  const ParityFigures* parity = nullptr;   // `prefixsim parity`: its section, or null
 };
 
 // The A/B report page (html_report.cc): summary, the KV plans side by side with the LCM
 // arithmetic, hit rate over time, CDFs of per-request hit fraction, lost-to-alignment tokens,
 // the block-size cliff (hit fraction by prompt length with each policy's A and S), TTFT and E2E,
 // hit rate vs KV bytes, the alignment curve with each policy's A marked, and for a fleet
-// (ReplayResult::fleet) its router, auto-sizing probes and per-replica table and charts.
+// (ReplayResult::fleet) its router, auto-sizing probes and per-replica table and charts, and with
+// HtmlReportOptions::parity the comparison against a measured run.
 // Self-contained: inline CSS and SVG plus a short inline script that only verifies the page.
 std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlReportOptions& options);
 

@@ -238,11 +238,23 @@ TEST(ParityCliTest, ReencodedLogAgreesAndAPerturbedOneIsLocated) {
   EXPECT_TRUE(j["kv_events"]["first_divergent_step"].is_null());
   EXPECT_GT(j["simulated"]["prefix_cache_queries"].get<int64_t>(), 0);
 
-  const auto bent_run = RunCli("parity" + kSetup + " --vllm-kv-events " + bent);
+  const std::string page = TempOutputPath("parity.html");
+  const auto bent_run = RunCli("parity" + kSetup + " --vllm-kv-events " + bent +
+                               " --vllm-metrics " + before + " " + after + " --html " + page);
   ASSERT_EQ(bent_run.exit_code, 0) << bent_run.output;
   const std::string group = std::string(absl::StripAsciiWhitespace(perturbed.output));
   EXPECT_THAT(bent_run.output,
               HasSubstr("first divergence: step 5, replica 0, group " + group + "\n"));
+  // The report page has the parity section: both hit rates, the first divergence, the
+  // agreement over time and the perturbed group's row, on the simulated replay's page.
+  const std::string html = testing::ReadFile(page);
+  EXPECT_THAT(html, HasSubstr(". Parity with the measured run</h2>"));
+  EXPECT_THAT(
+      html, HasSubstr("<tr data-side=\"measured\"><td>measured (vLLM's counters)</td><td>40.00%"));
+  EXPECT_THAT(html, HasSubstr("First divergence: step 5, replica 0, group " + group + "."));
+  EXPECT_THAT(html, HasSubstr("data-chart=\"parity-agreement\""));
+  EXPECT_THAT(html, HasSubstr("data-replica=\"0\" data-group=\"" + group + "\""));
+  EXPECT_THAT(html, HasSubstr("1. KV cache plan"));
 
   // Malformed inputs: exit 2, naming the file and where.
   std::ofstream(TempOutputPath("bad.prom")) << "vllm:prefix_cache_hits_total 1\nbroken{\n";
