@@ -1,7 +1,8 @@
 // The KV events over ZMQ, end to end: `prefixsim replay --kv-events-zmq` started and stopped by
 // the test, followed by a subscriber written against vLLM's frame layout (Debian's python3-zmq
 // and python3-msgpack, tests/events/vllm_kv_events.py), which must rebuild the cached blocks
-// exactly and get a requested range from the replay socket.
+// exactly and get a requested range from the replay socket; for a fleet, one subscriber per
+// replica on its offset port.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -93,6 +94,66 @@ TEST(KvEventsZmqTest, SubscriberRebuildsTheCacheAndTheReplaySocketServesARange) 
 
 // --realtime publishes each batch at its simulated time over --speedup: the run cannot end before
 // its last batch's time has passed on the wall clock.
+// A port p with p + 1 free as well (replica 1 of a fleet binds p + 1), away from `avoid` and
+// avoid + 1.
+int FreePortPair(int avoid) {
+  for (int tries = 0; tries < 100; ++tries) {
+    const int p = FreePort();
+    if (p <= 0 || p + 1 > 65535 || p == avoid || p == avoid + 1 || p + 1 == avoid) continue;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(p + 1));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (free) return p;
+  }
+  return -1;
+}
+
+// Two replicas behind round_robin: each publishes on its own port (the base port plus its index,
+// as vLLM offsets by data-parallel rank) with its own sequence numbers and replay socket. One
+// subscriber per replica rebuilds every replica's cache exactly (equal to the log's, by rank),
+// and a replica's replay socket serves a requested range.
+TEST(KvEventsZmqTest, AFleetsSubscribersRebuildEveryReplicasCache) {
+  const std::string python = testing_events::DebianPython(/*needs_zmq=*/true);
+  if (python.empty()) {
+    GTEST_SKIP() << "/usr/bin/python3 with python3-zmq and python3-msgpack is not installed";
+  }
+  const int pub_port = FreePortPair(-10);
+  const int replay_port = FreePortPair(pub_port);
+  ASSERT_GT(pub_port, 0);
+  ASSERT_GT(replay_port, 0);
+  const std::string pub = "tcp://127.0.0.1:" + std::to_string(pub_port);
+  const std::string replay = "tcp://127.0.0.1:" + std::to_string(replay_port);
+  const std::string log = TempOutputPath("zmq_fleet_events.msgpack");
+  const std::string out = TempOutputPath("zmq_fleet_replay.out");
+  std::remove(log.c_str());  // the subscriber takes the log's appearance as the end of the run
+  const auto started = testing_events::RunShell(
+      std::string(PREFIXSIM_BINARY) + " replay --trace " + PREFIXSIM_SOURCE_DIR +
+      "/traces/sample_tokens.jsonl --model qwen3-next-80b-a3b --engine h200 --no-progress "
+      "--replicas 2 --router round_robin --kv-events " +
+      log + " --kv-events-zmq " + pub + " --kv-events-replay " + replay +
+      " --kv-events-topic kv-events --kv-events-wait-subscribers 1 --kv-events-linger 300 > " +
+      out + " 2>&1 & echo $!");
+  int pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(started.output), &pid)) << started.output;
+  const auto sub =
+      testing_events::RunShell(python + " " + testing_events::ScriptPath() + " subscribe-fleet " +
+                               pub + " " + replay + " kv-events " + log + " 2");
+  kill(pid, SIGKILL);
+  ASSERT_EQ(sub.exit_code, 0) << sub.output << testing::ReadFile(out);
+  const auto decoded = testing_events::RunShell(python + " " + testing_events::ScriptPath() +
+                                                " decode-by-rank " + log);
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+  // Both replicas cached something, and the streams' caches are the log's.
+  EXPECT_THAT(decoded.output, StartsWith("0 "));
+  EXPECT_THAT(decoded.output, HasSubstr("\n1 "));
+  EXPECT_THAT(sub.output, StartsWith(decoded.output));
+  EXPECT_THAT(sub.output.substr(decoded.output.size()), HasSubstr("replayed replica 1 "));
+}
+
 TEST(KvEventsZmqTest, RealtimePacesBatchesAtSimulatedTime) {
   const std::string log = TempOutputPath("realtime_events.msgpack");
   const double speedup = 200;

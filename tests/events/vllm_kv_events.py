@@ -216,6 +216,99 @@ def subscribe(pub, replay_endpoint, topic, log_path):
     print(f"replayed {start}..{len(expected) - 1}")
 
 
+def rank_of(batch):
+    return batch[2] if len(batch) > 2 and batch[2] is not None else 0
+
+
+def print_cached_by_rank(cached):
+    for rank in sorted(cached):
+        for (group, h), n in sorted(cached[rank].items()):
+            print(f"{rank} {group} {h} {n}")
+
+
+def decode_by_rank(path):
+    """A fleet's log: every replica's cache, by data_parallel_rank."""
+    cached = {}
+    for index, payload in enumerate(read_log_payloads(path)):
+        batch = check_batch(payload, f"batch {index}")
+        apply(cached.setdefault(rank_of(batch), {}), batch)
+    print_cached_by_rank(cached)
+
+
+def offset_port(endpoint, rank):
+    """vLLM's offset of a tcp endpoint for data-parallel rank `rank`: the port plus the rank."""
+    host, port = endpoint.rsplit(":", 1)
+    return f"{host}:{int(port) + rank}"
+
+
+def subscribe_fleet(pub, replay_endpoint, topic, log_path, replicas):
+    """One subscriber per replica, each on its rank's offset port with its own sequence numbers,
+    until every replica's batches of the log are in; rebuilds every replica's cache, then checks a
+    replayed range of the last replica."""
+    import os
+    import zmq
+    ctx = zmq.Context()
+    poller = zmq.Poller()
+    subs = []
+    for r in range(replicas):
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        sub.connect(offset_port(pub, r))
+        poller.register(sub, zmq.POLLIN)
+        subs.append(sub)
+    payloads = [{} for _ in range(replicas)]
+    expected = None
+    idle = 0
+    while expected is None or any(len(payloads[r]) < len(expected[r]) for r in range(replicas)):
+        ready = dict(poller.poll(100))
+        if not ready:
+            idle += 1
+            if idle > 600:
+                fail(f"live streams stalled with {[len(p) for p in payloads]} batches")
+        for r, sub in enumerate(subs):
+            if sub not in ready:
+                continue
+            idle = 0
+            frames = sub.recv_multipart()
+            if len(frames) != 3:
+                fail(f"expected 3 frames (topic, seq, payload), got {len(frames)}")
+            t, seq_bytes, payload = frames
+            if t != topic.encode() or len(seq_bytes) != 8:
+                fail("bad topic or sequence frame")
+            if rank_of(check_batch(payload, f"replica {r}")) != r:
+                fail(f"a batch on replica {r}'s port names another rank")
+            seq = int.from_bytes(seq_bytes, "big")
+            missing = [s for s in range(seq) if s not in payloads[r]]
+            if missing:
+                replay = ctx.socket(zmq.DEALER)
+                replay.connect(offset_port(replay_endpoint, r))
+                for s, p in request_replay(replay, missing[0]).items():
+                    payloads[r].setdefault(s, p)
+            payloads[r].setdefault(seq, payload)
+        if expected is None and os.path.exists(log_path):
+            expected = [[] for _ in range(replicas)]
+            for index, p in enumerate(read_log_payloads(log_path)):
+                rank = rank_of(check_batch(p, f"log batch {index}"))
+                if rank >= replicas:
+                    fail(f"log batch {index} names rank {rank}")
+                expected[rank].append(p)
+    cached = {}
+    for r in range(replicas):
+        for s in range(len(expected[r])):
+            if payloads[r].get(s) != expected[r][s]:
+                fail(f"replica {r} batch {s} differs between the stream and the log")
+            apply(cached.setdefault(r, {}), check_batch(payloads[r][s], f"replica {r} batch {s}"))
+    last = replicas - 1
+    start = len(expected[last]) // 2
+    late = ctx.socket(zmq.DEALER)
+    late.connect(offset_port(replay_endpoint, last))
+    ranged = request_replay(late, start)
+    if sorted(ranged) != list(range(start, len(expected[last]))):
+        fail(f"replica {last}'s replay from {start} served {sorted(ranged)[:5]}...")
+    print_cached_by_rank(cached)
+    print(f"replayed replica {last} {start}..{len(expected[last]) - 1}")
+
+
 def encode(script_path, out_path):
     steps = json.load(open(script_path))
     with open(out_path, "wb") as out:
@@ -267,6 +360,10 @@ def reencode(in_path, out_path, layout, perturb_step):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "decode":
         decode(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "decode-by-rank":
+        decode_by_rank(sys.argv[2])
+    elif len(sys.argv) == 7 and sys.argv[1] == "subscribe-fleet":
+        subscribe_fleet(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
     elif len(sys.argv) == 6 and sys.argv[1] == "subscribe":
         subscribe(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif len(sys.argv) == 6 and sys.argv[1] == "reencode":
