@@ -93,6 +93,12 @@ struct ReplayOptions {
   // step; sim/events), called once per replica as it is built; null or empty: none. Not owned:
   // each sink must outlive the replay.
   std::function<KvEventSink*(int replica)> kv_event_sink;
+  // The threads a fleet's replicas step on between two arrivals (conservative synchronisation:
+  // every replica runs up to the next arrival, then the router decides). The report is the same
+  // for every count. <= 0: the machine's cores. With a kv_event_sink the replicas run on one
+  // thread: the sink sees events in the order of a single-threaded run. The threads are the
+  // process's one pool (sim/util/parallel_for.h), shared with compare's and sweep's.
+  int threads = 1;
 };
 
 // vLLM's PrefixCacheStats (docs/semantics.md §12): token-level, recorded when a waiting request is

@@ -96,7 +96,8 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     }
     const bool measured = loaded->engine.cost_model.kind == "measured";
     if (measured) ResetMeasuredTallies();
-    // One thread per policy; each opens its own trace reader.
+    // The policies run on the --threads pool, with their fleets' replicas; each opens its own
+    // trace reader.
     std::vector<std::optional<absl::StatusOr<ReplayResult>>> results(plans.size());
     ReplayCliOptions run = options->replay;
     run.skip_teardown = true;  // the command exits after these replays
@@ -120,7 +121,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
         kv_events[i] = *std::move(opened);
       }
     }
-    ParallelFor(plans.size(), static_cast<int>(plans.size()), [&](size_t i) {
+    ParallelFor(plans.size(), run.threads, [&](size_t i) {
       ReplayCliOptions policy_run = run;
       if (kv_events[i] != nullptr) policy_run.kv_event_sink = kv_events[i]->SinkFactory();
       results[i] =

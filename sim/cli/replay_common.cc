@@ -57,6 +57,11 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
   cmd->add_flag("--no-miss-causes", o->no_miss_causes,
                 "do not split each admission's tokens into miss causes (saves the attribution's "
                 "time and its per-prefix history)");
+  cmd->add_option("--threads", o->threads,
+                  "threads a fleet's replicas step on between arrivals, shared with compare's "
+                  "policies (default: cores; the report is the same for every count; --kv-events "
+                  "runs the replicas on one)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-fast-path", o->no_fast_path,
                 "run every KV cache call in full (the slow reference path; same results)");
 }

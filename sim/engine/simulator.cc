@@ -97,6 +97,11 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   return sim;
 }
 
+void Simulator::FlushEndedRecords() {
+  for (int64_t index : ended_records_) records_->Final(index);
+  ended_records_.clear();
+}
+
 void Simulator::Skip(const Request& request, const char* reason) {
   if (records_ != nullptr) {
     RequestRecord rec;
@@ -185,7 +190,7 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t now) {
         RequestRecord& rec = records_->at(req->record_index);
         rec.skipped = "does_not_fit";
         rec.preemptions = req->num_preemptions;
-        records_->Final(req->record_index);
+        ended_records_.push_back(req->record_index);
       }
       free_slots_.push_back(req->slot);
       live_[req->slot].reset();
@@ -298,7 +303,7 @@ void Simulator::Finish(SimRequest* r) {
     rec.first_token_ns = r->first_token_ns;
     rec.finish_ns = r->finish_ns;
     rec.preemptions = r->num_preemptions;
-    records_->Final(r->record_index);
+    ended_records_.push_back(r->record_index);
   }
   free_slots_.push_back(r->slot);
   live_[r->slot].reset();

@@ -55,6 +55,10 @@ class Simulator {
   absl::StatusOr<int64_t> StartStep(int64_t now);
   // Ends the running step at `now`. REQUIRES: busy().
   void FinishStep(int64_t now);
+  // The records of the requests that steps ended are marked final here, not in the step: a
+  // fleet steps its replicas on several threads between two arrivals, and the shared log
+  // streams records from its own thread. Call after a run of steps, from the fleet's thread.
+  void FlushEndedRecords();
 
   bool busy() const { return busy_; }
   bool idle() const {
@@ -89,6 +93,7 @@ class Simulator {
   ReplayOptions options_;
   int replica_;
   RequestLog* records_;
+  std::vector<int64_t> ended_records_;  // final since the last FlushEndedRecords
   SchedulerConfig sched_config_;
   std::unique_ptr<KvCacheManager> kv_;
   KvEventSink* event_sink_ = nullptr;  // ReplayOptions::kv_event_sink's, not owned

@@ -8,6 +8,7 @@
 #include "prefixsim/status.h"
 #include "sim/engine/metrics.h"
 #include "sim/kv/routing.h"
+#include "sim/util/parallel_for.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -53,14 +54,15 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
       &fleet->replicas_, fleet->routing_view_ == fleet->exact_view_.get() ? &fleet->exact_hits_
                                                                           : &fleet->view_overlaps_);
   if (fleet->exact_view_ != nullptr) {
-    const auto* exact = static_cast<const IndexedView*>(fleet->exact_view_.get());
     for (int r = 0; r < replicas; ++r) {
-      fleet->feeds_.push_back(std::make_unique<ReplicaFeed>(fleet.get(), r));
-      kv::AttachCacheListener(*fleet->kv_caches_[r], fleet->feeds_.back().get(),
-                              &exact->index().table());
+      fleet->feeds_.push_back(std::make_unique<ReplicaFeed>());
+      kv::AttachCacheListener(*fleet->kv_caches_[r], fleet->feeds_.back().get());
     }
   }
   fleet->touched_.assign(replicas, 0);
+  // The events a KV event sink writes are ordered by the sink's callers: one thread keeps them
+  // in the order of a single-threaded run.
+  fleet->threads_ = options.kv_event_sink ? 1 : options.threads;
   return fleet;
 }
 
@@ -100,20 +102,21 @@ absl::Status Fleet::CreateViews(int replicas) {
   return absl::OkStatus();
 }
 
-void Fleet::ReplicaFeed::OnBlockStored(uint64_t key, uint32_t tag, int group) {
-  fleet_->exact_index_->Store(replica_, key, tag);
-  if (fleet_->router_view_reads_events_) {
-    fleet_->router_view_->OnStored(replica_, key, tag, group, fleet_->event_clock_ns_);
+void Fleet::ReplicaFeed::Drain(Fleet& fleet, int replica) {
+  kv::FleetIndex& index = *fleet.exact_index_;
+  CacheView* view = fleet.router_view_reads_events_ ? fleet.router_view_.get() : nullptr;
+  for (const Change& c : events_) {
+    if (c.removed) {
+      const bool held = index.Remove(replica, c.key);
+      PREFIXSIM_DCHECK(held);  // every remove follows its store
+      static_cast<void>(held);
+      if (view != nullptr) view->OnRemoved(replica, c.key, c.group, c.now_ns);
+    } else {
+      index.Store(replica, c.key, c.tag);
+      if (view != nullptr) view->OnStored(replica, c.key, c.tag, c.group, c.now_ns);
+    }
   }
-}
-
-void Fleet::ReplicaFeed::OnBlockRemoved(uint64_t key, int group) {
-  const bool held = fleet_->exact_index_->Remove(replica_, key);
-  PREFIXSIM_DCHECK(held);  // every remove follows its store
-  static_cast<void>(held);
-  if (fleet_->router_view_reads_events_) {
-    fleet_->router_view_->OnRemoved(replica_, key, group, fleet_->event_clock_ns_);
-  }
+  events_.clear();
 }
 
 int Fleet::RouteArrival(int64_t now, kv::ArrivalSighting* sighting) {
@@ -165,22 +168,26 @@ absl::StatusOr<ReplayResult> Fleet::Run(TraceReader& trace) {
   next_progress_ = options_.progress_interval_requests;
   PREFIXSIM_RETURN_IF_ERROR(ReadNext(trace));
   if (pending_) events_.Push(pending_->arrival_ns, Event{Event::kArrival, -1});
-  while (!events_.empty()) {
+  while (!events_.empty() || !runs_.empty()) {
     if (Interrupted()) {
       for (auto& r : replicas_) r->Interrupt();
       break;
     }
+    if (events_.empty()) {
+      PREFIXSIM_RETURN_IF_ERROR(RunReplicas());
+      continue;
+    }
     const auto ev = events_.Pop();
     switch (ev.payload.kind) {
       case Event::kArrival:
+        PREFIXSIM_RETURN_IF_ERROR(RunReplicas());
         PREFIXSIM_RETURN_IF_ERROR(HandleArrivals(trace));
         break;
       case Event::kStepDone:
-        event_clock_ns_ = events_.now();
-        replicas_[ev.payload.replica]->FinishStep(events_.now());
-        PREFIXSIM_RETURN_IF_ERROR(StartStep(ev.payload.replica));
+        QueueRun(ev.payload.replica, events_.now(), /*finish_first=*/true);
         break;
     }
+    if (!tuning_.replica_run_ahead) PREFIXSIM_RETURN_IF_ERROR(RunReplicas());
   }
   for (const auto& r : replicas_) PREFIXSIM_CHECK(r->idle());
   ReportProgress(true, /*done=*/true);
@@ -212,7 +219,9 @@ absl::Status Fleet::HandleArrivals(TraceReader& trace) {
   for (size_t r = 0; r < replicas_.size(); ++r) {
     if (!touched_[r]) continue;
     touched_[r] = 0;
-    if (!replicas_[r]->busy()) PREFIXSIM_RETURN_IF_ERROR(StartStep(static_cast<int>(r)));
+    if (!replicas_[r]->busy()) {
+      QueueRun(static_cast<int>(r), now, /*finish_first=*/false);
+    }
   }
   return absl::OkStatus();
 }
@@ -225,28 +234,66 @@ bool Fleet::Interrupted() {
 }
 
 // A replica's steps touch nothing outside it, and nothing outside reads its state but the
-// router, at arrivals. So the steps that end before the next arrival run here back to back,
-// with the replica's state hot in the caches and without the event queue; they are the same
-// steps, in the same order for this replica, at the same simulated times, as when other
-// replicas' events come in between. A step that ends at or after the next arrival goes back to
-// the queue, which orders it against the arrival as before (same-time events in insertion
-// order). The queue's clock stays behind: only this replica's own times move ahead.
-absl::Status Fleet::StartStep(int replica) {
-  Simulator& sim = *replicas_[replica];
-  const int64_t next_arrival = pending_ ? pending_->arrival_ns : INT64_MAX;
-  for (int64_t now = events_.now();;) {
-    event_clock_ns_ = now;
-    PREFIXSIM_ASSIGN_OR_RETURN(const int64_t dt, sim.StartStep(now));
-    if (dt == 0) return absl::OkStatus();
-    total_steps_ += 1;
-    if ((total_steps_ & 1023) == 0) ReportProgress(true);
-    now += dt;
-    if (now >= next_arrival || !tuning_.replica_run_ahead || Interrupted()) {
-      events_.Push(now, Event{Event::kStepDone, replica});
-      return absl::OkStatus();
+// router, at arrivals. So between two arrivals every replica runs on its own: the steps that end
+// before the next arrival run back to back, with the replica's state hot in the caches and
+// without the event queue, and replicas run in parallel. What their steps leave for the fleet
+// (cache events for the router's views, computed blocks for miss attribution, ended records) is
+// kept per replica and applied here, on the fleet's thread, in the order the runs were queued:
+// the order in which one thread would have run them, event by event. A step that ends at or
+// after the next arrival goes back to the queue, which orders it against the arrival as before
+// (same-time events in insertion order, and runs push in queue order). So the reports do not
+// depend on the number of threads.
+void Fleet::QueueRun(int replica, int64_t start_ns, bool finish_first) {
+  ReplicaRun& run = runs_.emplace_back();
+  run.replica = replica;
+  run.start_ns = start_ns;
+  run.finish_first = finish_first;
+}
+
+absl::Status Fleet::RunReplicas() {
+  if (runs_.empty()) return absl::OkStatus();
+  horizon_ns_ = pending_ ? pending_->arrival_ns : INT64_MAX;
+  ParallelFor(runs_.size(), threads_, [this](size_t i) { Advance(runs_[i]); });
+  for (const ReplicaRun& run : runs_) PREFIXSIM_RETURN_IF_ERROR(run.status);
+  if (history_) history_->Commit();
+  for (const ReplicaRun& run : runs_) {
+    if (!feeds_.empty()) feeds_[run.replica]->Drain(*this, run.replica);
+    replicas_[run.replica]->FlushEndedRecords();
+    // Only an interrupted run leaves a step ending before the next arrival, which the queue
+    // may have passed; the replay stops at the next event anyway.
+    if (run.step_end_ns >= 0) {
+      events_.Push(std::max(run.step_end_ns, events_.now()), Event{Event::kStepDone, run.replica});
     }
-    event_clock_ns_ = now;
-    sim.FinishStep(now);
+    if ((total_steps_ >> 10) != ((total_steps_ + run.steps) >> 10)) ReportProgress(true);
+    total_steps_ += run.steps;
+  }
+  runs_.clear();
+  return absl::OkStatus();
+}
+
+void Fleet::Advance(ReplicaRun& run) const {
+  Simulator& sim = *replicas_[run.replica];
+  ReplicaFeed* feed = feeds_.empty() ? nullptr : feeds_[run.replica].get();
+  int64_t now = run.start_ns;
+  bool finish = run.finish_first;
+  for (;;) {
+    if (feed != nullptr) feed->clock_ns = now;
+    if (finish) sim.FinishStep(now);
+    absl::StatusOr<int64_t> dt = sim.StartStep(now);
+    if (!dt.ok()) {
+      run.status = dt.status();
+      return;
+    }
+    if (*dt == 0) return;
+    run.steps += 1;
+    now += *dt;
+    const bool interrupted =
+        options_.interrupt != nullptr && options_.interrupt->load(std::memory_order_relaxed) != 0;
+    if (now >= horizon_ns_ || !tuning_.replica_run_ahead || interrupted) {
+      run.step_end_ns = now;
+      return;
+    }
+    finish = true;
   }
 }
 

@@ -40,16 +40,41 @@ class Fleet {
     enum Kind { kArrival, kStepDone } kind;
     int replica;
   };
-  // A replica's cache events, stamped with the simulated time, to the fleet's views.
+  // A replica's cache events, stamped with the simulated time, kept for the fleet's views. The
+  // replica's thread appends; the fleet's thread applies them after the run (Drain), in the
+  // order one thread would have.
   class ReplicaFeed final : public CacheEventListener {
    public:
-    ReplicaFeed(Fleet* fleet, int replica) : fleet_(fleet), replica_(replica) {}
-    void OnBlockStored(uint64_t key, uint32_t tag, int group) override;
-    void OnBlockRemoved(uint64_t key, int group) override;
+    void OnBlockStored(uint64_t key, uint32_t tag, int group) override {
+      events_.push_back(Change{key, tag, group, false, clock_ns});
+    }
+    void OnBlockRemoved(uint64_t key, int group) override {
+      events_.push_back(Change{key, 0, group, true, clock_ns});
+    }
+    void Drain(Fleet& fleet, int replica);
+
+    int64_t clock_ns = 0;  // the simulated time of the replica's call in progress
 
    private:
-    Fleet* fleet_;
-    int replica_;
+    struct Change {
+      uint64_t key;
+      uint32_t tag;
+      int group;
+      bool removed;
+      int64_t now_ns;
+    };
+    std::vector<Change> events_;
+  };
+  // One replica's run of steps between two arrivals: from `start_ns` (ending the step in flight
+  // first when `finish_first`) up to the first step that ends at or after the next arrival.
+  // Runs on any thread; touches nothing outside the replica but its own feed.
+  struct ReplicaRun {
+    int replica = 0;
+    int64_t start_ns = 0;
+    bool finish_first = false;
+    int64_t steps = 0;
+    int64_t step_end_ns = -1;  // the step in flight at the end (-1: the replica went idle)
+    absl::Status status;
   };
 
   Fleet(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
@@ -60,9 +85,11 @@ class Fleet {
   // (miss attribution, routing regret).
   int RouteArrival(int64_t now, kv::ArrivalSighting* sighting);
   absl::Status HandleArrivals(TraceReader& trace);
-  // Starts the idle `replica`'s next step now, and runs on the steps that end before the next
-  // arrival (see fleet.cc).
-  absl::Status StartStep(int replica);
+  // Runs every replica run queued since the last call, in parallel, then applies their effects
+  // on the fleet in queue order (see fleet.cc).
+  void QueueRun(int replica, int64_t start_ns, bool finish_first);
+  absl::Status RunReplicas();
+  void Advance(ReplicaRun& run) const;
   // Whether ReplayOptions::interrupt is raised (records its signal).
   bool Interrupted();
   void ReportProgress(bool force, bool done = false);
@@ -84,7 +111,9 @@ class Fleet {
   bool router_view_reads_events_ = false;
   CacheView* routing_view_ = nullptr;  // the view the router reads, or null
   std::vector<std::unique_ptr<ReplicaFeed>> feeds_;
-  int64_t event_clock_ns_ = 0;  // the simulated time of the replica's call in progress
+  int threads_ = 1;
+  std::vector<ReplicaRun> runs_;  // queued, not run yet
+  int64_t horizon_ns_ = 0;        // the next arrival while runs_ run (INT64_MAX: none)
   std::vector<kv::HashPair> route_hashes_;
   std::vector<int64_t> exact_hits_, view_overlaps_;
   int64_t router_index_checks_ = 0;

@@ -6,13 +6,20 @@ namespace prefixsim {
 namespace kv {
 
 ComputeHistory::ComputeHistory(int num_replicas)
-    : num_replicas_(num_replicas), words_(static_cast<size_t>((num_replicas + 63) / 64)) {
+    : num_replicas_(num_replicas),
+      words_(static_cast<size_t>((num_replicas + 63) / 64)),
+      staged_(static_cast<size_t>(num_replicas)) {
   PREFIXSIM_CHECK(num_replicas >= 1);
 }
 
-void ComputeHistory::Record(uint64_t hash, int replica) {
-  PREFIXSIM_DCHECK(replica >= 0 && replica < num_replicas_);
-  words_[static_cast<size_t>(replica / 64)][hash] |= uint64_t{1} << (replica % 64);
+void ComputeHistory::Commit() {
+  for (int replica = 0; replica < num_replicas_; ++replica) {
+    std::vector<uint64_t>& staged = staged_[static_cast<size_t>(replica)];
+    auto& word = words_[static_cast<size_t>(replica / 64)];
+    const uint64_t bit = uint64_t{1} << (replica % 64);
+    for (uint64_t hash : staged) word[hash] |= bit;
+    staged.clear();
+  }
 }
 
 bool ComputeHistory::ComputedBy(uint64_t hash, int replica) const {

@@ -5,7 +5,10 @@
 // replica. Nothing is ever removed: memory grows with the distinct U-blocks a replay computes
 // (16 bytes each, per 64 replicas). A single engine needs none: its shadow index keeps what it
 // computed (ShadowIndex::KeepComputed).
-// Threading: not thread-safe; one fleet's replicas run on one thread.
+// Threading: a fleet may step its replicas on several threads between two arrivals. Record only
+// stages the block in the replica's own list, so replicas may record concurrently, each on one
+// thread; Commit (REQUIRES: no Record running) makes the staged records visible, and the
+// lookups see only committed ones. Marks are a set, so the order of commits changes nothing.
 #ifndef PREFIXSIM_SIM_KV_COMPUTE_HISTORY_H_
 #define PREFIXSIM_SIM_KV_COMPUTE_HISTORY_H_
 
@@ -23,8 +26,9 @@ class ComputeHistory {
   explicit ComputeHistory(int num_replicas);
 
   int num_replicas() const { return num_replicas_; }
-  // `replica` has computed the U-block named by `hash`.
-  void Record(uint64_t hash, int replica);
+  // `replica` has computed the U-block named by `hash` (seen after the next Commit).
+  void Record(uint64_t hash, int replica) { staged_[static_cast<size_t>(replica)].push_back(hash); }
+  void Commit();
   bool ComputedBy(uint64_t hash, int replica) const;
   bool ComputedByAny(uint64_t hash) const { return Find(hash, 0).by_any; }
   // Both at once, with one probe when `replica` computed it or there are at most 64 replicas.
@@ -50,6 +54,7 @@ class ComputeHistory {
   int num_replicas_;
   // words_[w]: hash -> bit r - 64w set when replica r in [64w, 64w + 64) computed it.
   std::vector<absl::flat_hash_map<uint64_t, uint64_t>> words_;
+  std::vector<std::vector<uint64_t>> staged_;  // per replica, since the last Commit
 };
 
 }  // namespace kv

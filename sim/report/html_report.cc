@@ -957,6 +957,45 @@ std::string FleetCharts(const std::vector<ReplayResult>& results) {
   return html::BarChart(load) + html::BarChart(hits);
 }
 
+// Per request, the routing regret: the tokens the best replica would have hit at arrival beyond
+// what the chosen one hit. Over time, because a router's view goes stale or fills up as the
+// trace goes on (a lossy view's losses add up; an approximate view's bound starts to forget).
+std::string RoutingRegretOverTime(const std::vector<ReplayResult>& results) {
+  const ArrivalBins a = BinArrivals(results);
+  html::ChartSpec c;
+  c.id = "routing-regret-over-time";
+  c.title = "Routing regret over time";
+  c.x_label = "arrival time since the first request (s)";
+  c.y_label = "regret / prompt tokens (%)";
+  c.y_min = 0;
+  if (a.bins > 0) {
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].fleet) continue;
+      std::vector<int64_t> regret(a.bins, 0), prompt(a.bins, 0);
+      for (const RequestRecord& rec : results[i].per_request) {
+        if (!rec.skipped.empty()) continue;
+        const int b = a.Of(rec.arrival_ns);
+        regret[b] += rec.routing_regret_tokens;
+        prompt[b] += rec.prompt_tokens;
+      }
+      html::Series s;
+      s.name = results[i].policy;
+      s.color = static_cast<int>(i);
+      s.dots = true;
+      for (int b = 0; b < a.bins; ++b) {
+        if (prompt[b] > 0) s.points.emplace_back(a.MiddleS(b), Pct(regret[b], prompt[b]));
+      }
+      c.series.push_back(std::move(s));
+    }
+    c.note = absl::StrCat(
+        "Per window of ", Number(a.width_ns / 1e9, 1),
+        " s by arrival: the tokens the best replica would have hit at each request's arrival "
+        "beyond what the router's choice hit, over the window's prompt tokens. Zero: the router "
+        "always found the longest hit.");
+  }
+  return html::LineChart(c);
+}
+
 std::string FleetSection(const std::vector<ReplayResult>& results, int number) {
   std::string s = absl::StrCat("<h2 id=\"fleet\">", number,
                                ". Fleet: replicas behind a router</h2>\n<div class=\"plans\">\n");
@@ -965,6 +1004,7 @@ std::string FleetSection(const std::vector<ReplayResult>& results, int number) {
   }
   s += "</div>\n<div class=\"charts\">";
   s += FleetCharts(results);
+  s += RoutingRegretOverTime(results);
   s += "</div>\n";
   return s;
 }

@@ -44,6 +44,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& m
   options.max_steps_without_finish = o.max_steps_without_finish;
   options.progress = std::move(progress);
   options.kv_event_sink = o.kv_event_sink;
+  options.threads = o.threads;
   return ReplayWithFleetSizing(plan, model, engine, open_trace, options, tuning);
 }
 

@@ -30,6 +30,7 @@ struct ReplayConfig {
   bool no_progress = false;     // read by the CLI's progress printer
   bool no_fast_path = false;
   int64_t hit_rate_window = 1000;
+  int threads = 0;  // ReplayOptions::threads (0: the machine's cores)
   // ReplayOptions' thrashing limits (-1: the engine's default).
   int64_t max_preemptions_without_finish = ReplayOptions{}.max_preemptions_without_finish;
   int64_t max_steps_without_finish = -1;

@@ -356,6 +356,9 @@ TEST(MissAttributionTest, ComputeHistoryKeepsEachReplicaApart) {
   h.Record(42, 3);
   h.Record(42, 129);
   h.Record(7, 64);
+  // Staged, not seen until committed (replicas record from their own threads).
+  EXPECT_FALSE(h.ComputedByAny(42));
+  h.Commit();
   EXPECT_TRUE(h.ComputedBy(42, 3));
   EXPECT_TRUE(h.ComputedBy(42, 129));
   EXPECT_FALSE(h.ComputedBy(42, 64));

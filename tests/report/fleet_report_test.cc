@@ -119,6 +119,32 @@ TEST(FleetReportTest, HtmlPageOfATwoReplicaReplayHasTheFleetSection) {
   EXPECT_EQ(ReadFile(plain).find("fleet"), std::string::npos);
 }
 
+// The routing regret over time: round_robin ignores the caches, so some window has regret (a
+// point above 0: regret / prompt tokens of the window), and not every window does.
+TEST(FleetReportTest, HtmlPageChartsTheRoutingRegretOverTime) {
+  const std::string html = Temp("regret.html"), json = Temp("regret.json");
+  const auto r =
+      RunCli("replay --trace " + kChat + kKimi +
+             " --policy new --replicas 3 --router round_robin --html " + html + " --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  const int64_t regret = j["fleet"]["routing_regret_tokens"].get<int64_t>();
+  ASSERT_GT(regret, 0) << "round_robin on the chat sample misses some longer hit";
+  const std::string chart =
+      Between(ReadFile(html), "data-chart=\"routing-regret-over-time\"", "</figure>");
+  ASSERT_FALSE(chart.empty());
+  const std::regex point("<title>new: \\(([0-9.]+), ([0-9.]+)\\)</title>");
+  int points = 0, positive = 0;
+  for (auto m = std::sregex_iterator(chart.begin(), chart.end(), point);
+       m != std::sregex_iterator(); ++m) {
+    ++points;
+    positive += std::stod((*m)[2]) > 0;
+  }
+  EXPECT_GT(points, 1) << chart;
+  EXPECT_GT(positive, 0) << chart;
+  EXPECT_LT(positive, points) << "some window routed every request to its best replica";
+}
+
 // 200 requests, one every 10 ms, each needing ~20 steps of 2 ms (max_num_seqs 1): one replica
 // falls behind, so --replicas auto tries several sizes (the setup of FleetTest.AutoSizing...).
 ReplayResult AutoSized(const std::string& policy) {

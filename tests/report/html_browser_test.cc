@@ -313,7 +313,8 @@ TEST_F(HtmlBrowserTest, ReplayPageHasNoDeltas) {
   EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
 }
 
-// A fleet replay's page adds the fleet section with its two bar charts; every chart still draws.
+// A fleet replay's page adds the fleet section with its two bar charts and the routing regret
+// over time; every chart still draws.
 TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
   const fs::path page = dir_ / "fleet.html";
   const fs::path json = dir_ / "fleet.json";
@@ -330,9 +331,9 @@ TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
       << ReadFile(dir_ / "dom.err");
   const std::string dom = ReadFile(dir_ / "dom.html");
   EXPECT_NE(dom.find("data-verified=\"yes\""), std::string::npos);
-  // Ten charts (the fleet's two), the miss-cause bars and a chart per non-zero cause.
+  // Eleven charts (the fleet's three), the miss-cause bars and a chart per non-zero cause.
   const MissCharts misses = ExpectedMissCharts({nlohmann::json::parse(ReadFile(json))});
-  const std::string n = std::to_string(10 + 1 + misses.over_time.size());
+  const std::string n = std::to_string(11 + 1 + misses.over_time.size());
   EXPECT_NE(dom.find("data-charts=\"" + n + "\" data-charts-drawn=\"" + n + "\""),
             std::string::npos)
       << dom.substr(0, 400);
@@ -341,6 +342,7 @@ TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
               std::string::npos)
         << id;
   }
+  EXPECT_NE(dom.find("data-chart=\"routing-regret-over-time\" data-drawn=\""), std::string::npos);
   EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
 }
 
