@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -61,7 +62,13 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                   "threads a fleet's replicas step on between arrivals, shared with compare's "
                   "policies (default: cores; the report is the same for every count; --kv-events "
                   "runs the replicas on one)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            int n = 0;
+            if (absl::SimpleAtoi(value, &n) && n >= 0) return "";
+            return "'" + value + "' is not a thread count (0 or more; 0: the machine's cores)";
+          },
+          "INT>=0"));
   cmd->add_flag("--no-fast-path", o->no_fast_path,
                 "run every KV cache call in full (the slow reference path; same results)");
 }

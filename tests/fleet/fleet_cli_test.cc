@@ -137,6 +137,29 @@ struct BadCase {
   const char* expect;
 };
 
+// --threads changes the wall time only: replay and compare give the same files on 1 and 3
+// threads (compare's policies and their replicas share the pool).
+TEST(FleetCliTest, ThreadsLeaveEveryReportByteIdentical) {
+  for (const char* cmd : {"replay --policy new", "compare --policies old,new"}) {
+    std::string json[2], csv[2];
+    const int threads[2] = {1, 3};
+    for (int i = 0; i < 2; ++i) {
+      const std::string tag = std::string(cmd).substr(0, 6) + std::to_string(threads[i]);
+      const std::string j = Temp(tag + ".json"), c = Temp(tag + ".csv");
+      auto r = RunCli(std::string(cmd) + " --trace " + kChat + kKimi +
+                      " --replicas 4 --router kv_aware --router-view lossy --kv-event-loss 0.2" +
+                      " --threads " + std::to_string(threads[i]) + " --json " + j +
+                      (std::string(cmd).rfind("replay", 0) == 0 ? " --csv " + c : ""));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      json[i] = ReadFile(j);
+      if (std::string(cmd).rfind("replay", 0) == 0) csv[i] = ReadFile(c);
+    }
+    EXPECT_FALSE(json[0].empty());
+    EXPECT_EQ(json[0], json[1]) << cmd;
+    EXPECT_EQ(csv[0], csv[1]) << cmd;
+  }
+}
+
 TEST(FleetCliTest, BadFleetInputExitsTwoNamingTheFlagOrField) {
   const std::vector<BadCase> cases = {
       {"zero_replicas", "--replicas 0", "", "flag --replicas"},
@@ -144,6 +167,8 @@ TEST(FleetCliTest, BadFleetInputExitsTwoNamingTheFlagOrField) {
       {"unknown_router", "--router nope", "", "flag --router: unknown router 'nope'"},
       {"negative_weight", "--router kv_aware --overlap-weight -1", "", "flag --overlap-weight"},
       {"zero_slo", "--replicas auto --ttft-slo-ms 0", "", "flag --ttft-slo-ms"},
+      {"negative_threads", "--replicas 2 --threads -1", "",
+       "--threads: '-1' is not a thread count"},
       {"json_replicas", "", R"({"kv_cache_bytes": 1073741824, "replicas": 0})", "field 'replicas'"},
       {"json_router", "", R"({"kv_cache_bytes": 1073741824, "router": "nope"})",
        "field 'router': unknown router 'nope'"},
