@@ -22,6 +22,7 @@
 #include "sim/kv/quiet_ranges.h"
 #include "sim/kv/routing.h"
 #include "sim/kv/shadow_index.h"
+#include "sim/util/prefix_run.h"
 
 namespace prefixsim {
 
@@ -470,9 +471,11 @@ struct KvCacheManager::Rep {
     if (shadow_) {
       EnsureHashes(st, shadow_->FineChunksFor(n));
       const int64_t held_before = st.shadow_held;
+      first_kept_.clear();
       shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
                     attribution_ ? coord_.CommonCacheLimit(n) / shadow_->unit() : 0,
-                    &st.shadow_held, &st.shadow_published);
+                    &st.shadow_held, &st.shadow_published,
+                    history_ != nullptr ? &first_kept_ : nullptr);
       if (attribution_) NoteComputed(st, held_before, st.shadow_held);
     }
     const int64_t limit = coord_.MaxCacheLimit(n);
@@ -544,12 +547,16 @@ struct KvCacheManager::Rep {
   }
 
   // The request computed (or took as a hit) its U-blocks [from, to): this replica has computed
-  // them, and they are no longer in flight.
+  // them, and they are no longer in flight. The fleet's history learns only the blocks this
+  // replica holds for the first time (its shadow keeps every block it ever held): a hit or a
+  // recomputation changes nothing there.
   void NoteComputed(RequestState& st, int64_t from, int64_t to) {
-    for (int64_t j = from; j < to; ++j) {
-      const uint64_t hash = shadow_->BlockHash(st.hashes.data(), j).hash;
-      if (history_ != nullptr) history_->Record(hash, replica_);
-      if (j >= st.in_flight_from && j < st.in_flight_to) LeaveInFlight(hash);
+    if (history_ != nullptr) {
+      for (uint64_t hash : first_kept_) history_->Record(hash, replica_);
+    }
+    const int64_t end = std::min(to, st.in_flight_to);
+    for (int64_t j = std::max(from, st.in_flight_from); j < end; ++j) {
+      LeaveInFlight(shadow_->BlockHash(st.hashes.data(), j).hash);
     }
     st.in_flight_from = std::max(st.in_flight_from, std::min(to, st.in_flight_to));
   }
@@ -687,6 +694,7 @@ struct KvCacheManager::Rep {
   // requests' uncomputed U-blocks (hash -> requests).
   bool attribution_ = false;
   kv::ComputeHistory* history_ = nullptr;
+  std::vector<uint64_t> first_kept_;  // CacheComputedBlocks' scratch: blocks new to the shadow
   int replica_ = 0;
   absl::flat_hash_map<uint64_t, int32_t> in_flight_;
   std::vector<char> cow_;
@@ -910,14 +918,13 @@ ArrivalSighting SightAtArrival(const ComputeHistory& history,
   const int64_t unit = shadow.unit();
   const int64_t limit = std::min((request.prompt_tokens - 1) / unit,
                                  shadow.BlocksOf(static_cast<int64_t>(hashes->size())));
-  // One walk: how far some replica had computed the prompt, and the chosen one.
-  int64_t known = 0, here = 0;
-  for (; known < limit; ++known) {
-    const ComputeHistory::Seen seen =
-        history.Find(shadow.BlockHash(hashes->data(), known).hash, chosen);
-    if (!seen.by_any) break;
-    if (here == known && seen.by_replica) ++here;
-  }
+  // How far some replica had computed the prompt, and the chosen one: both are prefixes (a
+  // replica that computed a block computed the blocks before it), so each end is a search.
+  auto hash_of = [&](int64_t j) { return shadow.BlockHash(hashes->data(), j).hash; };
+  const int64_t known =
+      PrefixRunEnd(0, limit, [&](int64_t j) { return history.ComputedByAny(hash_of(j)); });
+  const int64_t here =
+      PrefixRunEnd(0, known, [&](int64_t j) { return history.ComputedBy(hash_of(j), chosen); });
   sight.fleet_known_tokens = known * unit;
   if (here >= known) return sight;
   // Only a replica that computed the block where the chosen one's history ends can hold more.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "prefixsim/status.h"
+#include "sim/util/prefix_run.h"
 
 namespace prefixsim {
 namespace kv {
@@ -29,7 +30,8 @@ int64_t ShadowIndex::AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t
 }
 
 void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks,
-                       int64_t publishable_blocks, int64_t* held, int64_t* marked) {
+                       int64_t publishable_blocks, int64_t* held, int64_t* marked,
+                       std::vector<uint64_t>* first_kept) {
   num_blocks = std::min(num_blocks, num_fine / ratio_);
   // Blocks held by an earlier call that the caching rule lets the request publish only now (its
   // computed tokens crossed an S boundary); the new blocks are marked as they are taken, so a
@@ -44,8 +46,16 @@ void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_block
     auto [it, inserted] = map_.try_emplace(h.hash);
     Entry& e = it->second;
     if (inserted) {
-      e.check = h.check;
-    } else if (e.check != h.check) {
+      auto retired = keep_computed_ ? retired_.find(h.hash) : retired_.end();
+      if (retired != retired_.end()) {
+        e.check = retired->second.check;
+        e.published = retired->second.published;
+      } else {
+        e.check = h.check;
+        if (first_kept != nullptr && keep_computed_) first_kept->push_back(h.hash);
+      }
+    }
+    if (e.check != h.check) {
       // A 64-bit collision: the rest of this request's chain stays out of the shadow.
       ++collisions_;
       break;
@@ -90,19 +100,23 @@ void ShadowIndex::Release(const HashPair* fine, int64_t* held, int64_t clock_bef
 int64_t ShadowIndex::ComputedBlocks(const HashPair* fine, int64_t num_fine, int64_t from,
                                     int64_t max_blocks) const {
   PREFIXSIM_DCHECK(keep_computed_);
-  const int64_t limit = std::min(max_blocks, num_fine / ratio_);
-  int64_t j = from;
-  for (; j < limit; ++j) {
+  // What a cache computed is a prefix of the request's blocks (Hold takes them from the first).
+  return PrefixRunEnd(from, std::min(max_blocks, num_fine / ratio_), [&](int64_t j) {
     const HashPair& h = BlockHash(fine, j);
-    auto it = map_.find(h.hash);
-    if (it == map_.end() || it->second.check != h.check) break;
-  }
-  return j;
+    if (auto it = map_.find(h.hash); it != map_.end()) return it->second.check == h.check;
+    auto it = retired_.find(h.hash);
+    return it != retired_.end() && it->second.check == h.check;
+  });
 }
 
 void ShadowIndex::MaybeSweep() {
-  if (keep_computed_ || map_.size() < next_sweep_) return;
-  absl::erase_if(map_, [this](const auto& kv) { return !Alive(kv.second); });
+  if (map_.size() < next_sweep_) return;
+  absl::erase_if(map_, [this](const auto& kv) {
+    if (Alive(kv.second)) return false;
+    if (keep_computed_)
+      retired_.insert_or_assign(kv.first, Retired{kv.second.check, kv.second.published});
+    return true;
+  });
   next_sweep_ = std::max<size_t>(4096, 2 * map_.size());
 }
 

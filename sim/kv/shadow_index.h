@@ -16,6 +16,7 @@
 #define PREFIXSIM_SIM_KV_SHADOW_INDEX_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "sim/kv/block_hasher.h"
@@ -55,8 +56,10 @@ class ShadowIndex {
   // Of its held blocks, the first `publishable_blocks` are ones the real cache's caching rule let
   // it publish (below the round-down to S): they are marked so (miss attribution), blocks
   // [0, *marked) being marked already; advances *marked.
+  // With KeepComputed, `first_kept` (may be null) gets the hashes of the blocks this cache holds
+  // for the first time ever, in order.
   void Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t publishable_blocks,
-            int64_t* held, int64_t* marked);
+            int64_t* held, int64_t* marked, std::vector<uint64_t>* first_kept = nullptr);
   // The first block in [from, to) that no holder was ever allowed to publish, or `to`.
   // REQUIRES: blocks [from, to) alive (AliveBlocks).
   int64_t FirstUnpublished(const HashPair* fine, int64_t from, int64_t to) const;
@@ -66,9 +69,11 @@ class ShadowIndex {
   // `clock_before_free`: the pool's free clock before the request's real blocks were freed.
   void Release(const HashPair* fine, int64_t* held, int64_t clock_before_free);
 
-  // Keeps dead entries (no sweeps): the index then also records every U-block this cache ever
-  // computed, which miss attribution asks (ComputedBlocks). Memory grows with the distinct
-  // U-blocks computed.
+  // Keeps what dead entries knew: the index then also records every U-block this cache ever
+  // computed, which miss attribution asks (ComputedBlocks). A sweep moves dead entries to a
+  // second map of what they keep (their check and whether they were ever published), so the
+  // live map stays the size of the cache and its walks stay in the CPU's caches; memory grows
+  // with the distinct U-blocks computed (24 bytes each).
   void KeepComputed() { keep_computed_ = true; }
   // With KeepComputed: the end of the run of blocks from `from` (at most max_blocks) that this
   // cache has computed, alive or not.
@@ -85,8 +90,15 @@ class ShadowIndex {
     bool published = false;  // the real cache's caching rule ever let a holder publish it
     int64_t stamp = 0;       // free clock when the last holder released it
   };
+  // What a swept entry keeps (KeepComputed). Dead entries stay dead (the eviction horizon only
+  // grows) until held again, when Hold revives them from here.
+  struct Retired {
+    uint64_t check = 0;
+    bool published = false;
+  };
   bool Alive(const Entry& e) const { return e.refs > 0 || e.stamp > pool_->eviction_horizon(); }
-  // Drops dead entries once the map has doubled since the last sweep (amortized O(1)).
+  // Drops (KeepComputed: retires) dead entries once the map has doubled since the last sweep
+  // (amortized O(1)).
   void MaybeSweep();
 
   const BlockPool* pool_;
@@ -94,6 +106,7 @@ class ShadowIndex {
   int64_t ratio_;  // U / H
   bool drop_eagle_;
   absl::flat_hash_map<uint64_t, Entry> map_;
+  absl::flat_hash_map<uint64_t, Retired> retired_;  // KeepComputed: swept entries
   size_t next_sweep_ = 4096;
   bool keep_computed_ = false;
   int64_t collisions_ = 0;
