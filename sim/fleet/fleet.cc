@@ -285,7 +285,7 @@ void Fleet::Advance(ReplicaRun& run) const {
       return;
     }
     if (*dt == 0) return;
-    run.steps += 1;
+    ++run.steps;
     now += *dt;
     const bool interrupted =
         options_.interrupt != nullptr && options_.interrupt->load(std::memory_order_relaxed) != 0;

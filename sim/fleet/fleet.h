@@ -43,7 +43,8 @@ class Fleet {
   // A replica's cache events, stamped with the simulated time, kept for the fleet's views. The
   // replica's thread appends; the fleet's thread applies them after the run (Drain), in the
   // order one thread would have.
-  class ReplicaFeed final : public CacheEventListener {
+  // Each on its own cache lines: replicas on different threads append at once.
+  class alignas(64) ReplicaFeed final : public CacheEventListener {
    public:
     void OnBlockStored(uint64_t key, uint32_t tag, int group) override {
       events_.push_back(Change{key, tag, group, false, clock_ns});
@@ -68,7 +69,7 @@ class Fleet {
   // One replica's run of steps between two arrivals: from `start_ns` (ending the step in flight
   // first when `finish_first`) up to the first step that ends at or after the next arrival.
   // Runs on any thread; touches nothing outside the replica but its own feed.
-  struct ReplicaRun {
+  struct alignas(64) ReplicaRun {  // its own cache line: runs are written from their threads
     int replica = 0;
     int64_t start_ns = 0;
     bool finish_first = false;

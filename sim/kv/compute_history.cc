@@ -14,7 +14,7 @@ ComputeHistory::ComputeHistory(int num_replicas)
 
 void ComputeHistory::Commit() {
   for (int replica = 0; replica < num_replicas_; ++replica) {
-    std::vector<uint64_t>& staged = staged_[static_cast<size_t>(replica)];
+    std::vector<uint64_t>& staged = staged_[static_cast<size_t>(replica)].hashes;
     auto& word = words_[static_cast<size_t>(replica / 64)];
     const uint64_t bit = uint64_t{1} << (replica % 64);
     for (uint64_t hash : staged) word[hash] |= bit;

@@ -27,7 +27,9 @@ class ComputeHistory {
 
   int num_replicas() const { return num_replicas_; }
   // `replica` has computed the U-block named by `hash` (seen after the next Commit).
-  void Record(uint64_t hash, int replica) { staged_[static_cast<size_t>(replica)].push_back(hash); }
+  void Record(uint64_t hash, int replica) {
+    staged_[static_cast<size_t>(replica)].hashes.push_back(hash);
+  }
   void Commit();
   bool ComputedBy(uint64_t hash, int replica) const;
   bool ComputedByAny(uint64_t hash) const { return Find(hash, 0).by_any; }
@@ -54,7 +56,12 @@ class ComputeHistory {
   int num_replicas_;
   // words_[w]: hash -> bit r - 64w set when replica r in [64w, 64w + 64) computed it.
   std::vector<absl::flat_hash_map<uint64_t, uint64_t>> words_;
-  std::vector<std::vector<uint64_t>> staged_;  // per replica, since the last Commit
+  // Per replica, since the last Commit; each on its own cache line, as replicas on different
+  // threads append at once.
+  struct alignas(64) Staged {
+    std::vector<uint64_t> hashes;
+  };
+  std::vector<Staged> staged_;
 };
 
 }  // namespace kv
