@@ -226,9 +226,12 @@ absl::Status Fleet::HandleArrivals(TraceReader& trace) {
   return absl::OkStatus();
 }
 
+int Fleet::InterruptRaised() const {
+  return options_.interrupt == nullptr ? 0 : options_.interrupt->load(std::memory_order_relaxed);
+}
+
 bool Fleet::Interrupted() {
-  if (options_.interrupt == nullptr) return false;
-  const int sig = options_.interrupt->load(std::memory_order_relaxed);
+  const int sig = InterruptRaised();
   if (sig != 0) interrupt_signal_ = sig;
   return sig != 0;
 }
@@ -287,9 +290,7 @@ void Fleet::Advance(ReplicaRun& run) const {
     if (*dt == 0) return;
     ++run.steps;
     now += *dt;
-    const bool interrupted =
-        options_.interrupt != nullptr && options_.interrupt->load(std::memory_order_relaxed) != 0;
-    if (now >= horizon_ns_ || !tuning_.replica_run_ahead || interrupted) {
+    if (now >= horizon_ns_ || !tuning_.replica_run_ahead || InterruptRaised()) {
       run.step_end_ns = now;
       return;
     }

@@ -91,7 +91,9 @@ class Fleet {
   void QueueRun(int replica, int64_t start_ns, bool finish_first);
   absl::Status RunReplicas();
   void Advance(ReplicaRun& run) const;
-  // Whether ReplayOptions::interrupt is raised (records its signal).
+  // ReplayOptions::interrupt's signal, 0 while none (any thread).
+  int InterruptRaised() const;
+  // Whether ReplayOptions::interrupt is raised (records its signal; the fleet's thread).
   bool Interrupted();
   void ReportProgress(bool force, bool done = false);
   ReplayResult Collect();

@@ -476,6 +476,11 @@ struct KvCacheManager::Rep {
                     attribution_ ? coord_.CommonCacheLimit(n) / shadow_->unit() : 0,
                     &st.shadow_held, &st.shadow_published,
                     history_ != nullptr ? &first_kept_ : nullptr);
+      // The fleet's history learns only the blocks this replica holds for the first time (its
+      // shadow keeps every block it ever held): a hit or a recomputation changes nothing there.
+      if (history_ != nullptr) {
+        for (uint64_t hash : first_kept_) history_->Record(hash, replica_);
+      }
       if (attribution_) NoteComputed(st, held_before, st.shadow_held);
     }
     const int64_t limit = coord_.MaxCacheLimit(n);
@@ -547,13 +552,8 @@ struct KvCacheManager::Rep {
   }
 
   // The request computed (or took as a hit) its U-blocks [from, to): this replica has computed
-  // them, and they are no longer in flight. The fleet's history learns only the blocks this
-  // replica holds for the first time (its shadow keeps every block it ever held): a hit or a
-  // recomputation changes nothing there.
+  // them, and they are no longer in flight.
   void NoteComputed(RequestState& st, int64_t from, int64_t to) {
-    if (history_ != nullptr) {
-      for (uint64_t hash : first_kept_) history_->Record(hash, replica_);
-    }
     const int64_t end = std::min(to, st.in_flight_to);
     for (int64_t j = std::max(from, st.in_flight_from); j < end; ++j) {
       LeaveInFlight(shadow_->BlockHash(st.hashes.data(), j).hash);

@@ -300,6 +300,29 @@ ArrivalBins BinArrivals(const std::vector<ReplayResult>& results) {
   return a;
 }
 
+// One policy's line over the arrival windows: Σ num / Σ den (%) of each window's served
+// requests; windows with no denominator get no point.
+template <typename Num, typename Den>
+html::Series WindowShareSeries(const ReplayResult& r, int color, const ArrivalBins& a, Num num,
+                               Den den) {
+  html::Series s;
+  s.name = r.policy;
+  s.color = color;
+  s.dots = true;
+  if (a.bins == 0) return s;
+  std::vector<int64_t> part(a.bins, 0), whole(a.bins, 0);
+  for (const RequestRecord& rec : r.per_request) {
+    if (!rec.skipped.empty()) continue;
+    const int b = a.Of(rec.arrival_ns);
+    part[b] += num(rec);
+    whole[b] += den(rec);
+  }
+  for (int b = 0; b < a.bins; ++b) {
+    if (whole[b] > 0) s.points.emplace_back(a.MiddleS(b), Pct(part[b], whole[b]));
+  }
+  return s;
+}
+
 std::string HitRateOverTime(const std::vector<ReplayResult>& results, const ArrivalBins& a) {
   html::ChartSpec c;
   c.id = "hit-rate-over-time";
@@ -310,22 +333,9 @@ std::string HitRateOverTime(const std::vector<ReplayResult>& results, const Arri
   c.y_max = 100;
   if (a.bins > 0) {
     for (size_t i = 0; i < results.size(); ++i) {
-      std::vector<int64_t> q(a.bins, 0), h(a.bins, 0);
-      for (const RequestRecord& rec : results[i].per_request) {
-        if (!rec.skipped.empty()) continue;
-        const int b = a.Of(rec.arrival_ns);
-        q[b] += rec.prompt_tokens;
-        h[b] += rec.hit_tokens;
-      }
-      html::Series s;
-      s.name = results[i].policy;
-      s.color = static_cast<int>(i);
-      s.dots = true;
-      for (int b = 0; b < a.bins; ++b) {
-        if (q[b] == 0) continue;
-        s.points.emplace_back(a.MiddleS(b), 100.0 * h[b] / q[b]);
-      }
-      c.series.push_back(std::move(s));
+      c.series.push_back(WindowShareSeries(
+          results[i], static_cast<int>(i), a, [](const RequestRecord& r) { return r.hit_tokens; },
+          [](const RequestRecord& r) { return r.prompt_tokens; }));
     }
     c.note =
         absl::StrCat("Requests grouped into ", a.bins, " windows of ", Number(a.width_ns / 1e9, 1),
@@ -661,24 +671,11 @@ std::string MissCausesOverTime(const std::vector<ReplayResult>& results,
     c.y_min = 0;
     double top = 0;
     for (size_t i : shown) {
-      html::Series s;
-      s.name = results[i].policy;
-      s.color = static_cast<int>(i);
-      s.dots = true;
-      if (a.bins > 0) {
-        std::vector<int64_t> cause(a.bins, 0), total(a.bins, 0);
-        for (const RequestRecord& rec : results[i].per_request) {
-          if (!rec.skipped.empty()) continue;
-          const int b = a.Of(rec.arrival_ns);
-          cause[b] += rec.miss.tokens[k];
-          total[b] += rec.miss.total();
-        }
-        for (int b = 0; b < a.bins; ++b) {
-          if (total[b] == 0) continue;
-          s.points.emplace_back(a.MiddleS(b), Pct(cause[b], total[b]));
-          top = std::max(top, s.points.back().second);
-        }
-      }
+      html::Series s = WindowShareSeries(
+          results[i], static_cast<int>(i), a,
+          [k](const RequestRecord& r) { return r.miss.tokens[k]; },
+          [](const RequestRecord& r) { return r.miss.total(); });
+      for (const auto& p : s.points) top = std::max(top, p.second);
       c.series.push_back(std::move(s));
     }
     if (top > 80) c.y_max = 100;
@@ -971,21 +968,10 @@ std::string RoutingRegretOverTime(const std::vector<ReplayResult>& results) {
   if (a.bins > 0) {
     for (size_t i = 0; i < results.size(); ++i) {
       if (!results[i].fleet) continue;
-      std::vector<int64_t> regret(a.bins, 0), prompt(a.bins, 0);
-      for (const RequestRecord& rec : results[i].per_request) {
-        if (!rec.skipped.empty()) continue;
-        const int b = a.Of(rec.arrival_ns);
-        regret[b] += rec.routing_regret_tokens;
-        prompt[b] += rec.prompt_tokens;
-      }
-      html::Series s;
-      s.name = results[i].policy;
-      s.color = static_cast<int>(i);
-      s.dots = true;
-      for (int b = 0; b < a.bins; ++b) {
-        if (prompt[b] > 0) s.points.emplace_back(a.MiddleS(b), Pct(regret[b], prompt[b]));
-      }
-      c.series.push_back(std::move(s));
+      c.series.push_back(WindowShareSeries(
+          results[i], static_cast<int>(i), a,
+          [](const RequestRecord& r) { return r.routing_regret_tokens; },
+          [](const RequestRecord& r) { return r.prompt_tokens; }));
     }
     c.note = absl::StrCat(
         "Per window of ", Number(a.width_ns / 1e9, 1),

@@ -132,11 +132,11 @@ class Pool {
   std::atomic<uint64_t> generation_{0};  // bumped (under mu_) when a job is listed
 };
 
-}  // namespace
-
 int HardwareThreads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
+
+}  // namespace
 
 void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   if (jobs <= 0) jobs = HardwareThreads();

@@ -23,9 +23,6 @@ namespace prefixsim {
 // keeps them. `fn` must be safe to call from several threads at once.
 void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn);
 
-// What jobs <= 0 means: the hardware's concurrency (at least 1).
-int HardwareThreads();
-
 }  // namespace prefixsim
 
 #endif  // PREFIXSIM_SIM_UTIL_PARALLEL_FOR_H_

@@ -43,6 +43,21 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// Starts `prefixsim replay` of the token sample publishing on `pub` with its replay socket on
+// `replay` and its event log at `log` (stdout and stderr to `out`), plus `extra_flags`; it waits
+// for one subscriber and lingers until killed. Returns its pid, or -1.
+int StartPublishingReplay(const std::string& pub, const std::string& replay, const std::string& log,
+                          const std::string& out, const std::string& extra_flags) {
+  const auto started = testing_events::RunShell(
+      std::string(PREFIXSIM_BINARY) + " replay --trace " + PREFIXSIM_SOURCE_DIR +
+      "/traces/sample_tokens.jsonl --model qwen3-next-80b-a3b --engine h200 --no-progress " +
+      extra_flags + " --kv-events " + log + " --kv-events-zmq " + pub + " --kv-events-replay " +
+      replay + " --kv-events-topic kv-events --kv-events-wait-subscribers 1 " +
+      "--kv-events-linger 300 > " + out + " 2>&1 & echo $!");
+  int pid = 0;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(started.output), &pid) ? pid : -1;
+}
+
 TEST(KvEventsZmqTest, EndpointsAreOffsetByReplicaAsVllmOffsetsDpRanks) {
   EXPECT_EQ(*events::OffsetEndpointPort("tcp://*:5557", 0), "tcp://*:5557");
   EXPECT_EQ(*events::OffsetEndpointPort("tcp://*:5557", 3), "tcp://*:5560");
@@ -69,15 +84,8 @@ TEST(KvEventsZmqTest, SubscriberRebuildsTheCacheAndTheReplaySocketServesARange) 
   std::remove(log.c_str());  // the subscriber takes the log's appearance as the end of the run
   // The replay waits for one subscription before its first batch and lingers after its last
   // (serving replay requests) until the test kills it.
-  const auto started = testing_events::RunShell(
-      std::string(PREFIXSIM_BINARY) + " replay --trace " + PREFIXSIM_SOURCE_DIR +
-      "/traces/sample_tokens.jsonl --model qwen3-next-80b-a3b --engine h200 --no-progress "
-      "--kv-events " +
-      log + " --kv-events-zmq " + pub + " --kv-events-replay " + replay +
-      " --kv-events-topic kv-events --kv-events-wait-subscribers 1 --kv-events-linger 300 > " +
-      out + " 2>&1 & echo $!");
-  int pid = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(started.output), &pid)) << started.output;
+  const int pid = StartPublishingReplay(pub, replay, log, out, "");
+  ASSERT_GT(pid, 0);
   const auto sub =
       testing_events::RunShell(python + " " + testing_events::ScriptPath() + " subscribe " + pub +
                                " " + replay + " kv-events " + log);
@@ -130,15 +138,8 @@ TEST(KvEventsZmqTest, AFleetsSubscribersRebuildEveryReplicasCache) {
   const std::string log = TempOutputPath("zmq_fleet_events.msgpack");
   const std::string out = TempOutputPath("zmq_fleet_replay.out");
   std::remove(log.c_str());  // the subscriber takes the log's appearance as the end of the run
-  const auto started = testing_events::RunShell(
-      std::string(PREFIXSIM_BINARY) + " replay --trace " + PREFIXSIM_SOURCE_DIR +
-      "/traces/sample_tokens.jsonl --model qwen3-next-80b-a3b --engine h200 --no-progress "
-      "--replicas 2 --router round_robin --kv-events " +
-      log + " --kv-events-zmq " + pub + " --kv-events-replay " + replay +
-      " --kv-events-topic kv-events --kv-events-wait-subscribers 1 --kv-events-linger 300 > " +
-      out + " 2>&1 & echo $!");
-  int pid = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(started.output), &pid)) << started.output;
+  const int pid = StartPublishingReplay(pub, replay, log, out, "--replicas 2 --router round_robin");
+  ASSERT_GT(pid, 0);
   const auto sub =
       testing_events::RunShell(python + " " + testing_events::ScriptPath() + " subscribe-fleet " +
                                pub + " " + replay + " kv-events " + log + " 2");

@@ -18,6 +18,7 @@
 #include "sim/fleet/router.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/fleet/fleet_test_util.h"
 
 namespace prefixsim {
 namespace {
@@ -25,6 +26,7 @@ namespace {
 using testing_engine::Req;
 using testing_engine::SmallEngine;
 using testing_engine::VectorTrace;
+using testing_fleet::HybridPlan;
 using testing_kv::Concat;
 using testing_kv::Group;
 using testing_kv::Iota;
@@ -243,14 +245,6 @@ TEST(FleetTest, KvAwareWeighsOverlapAgainstLoad) {
   // With a heavy overlap weight, the saved prefix wins over the load.
   e.fleet.overlap_weight = 100;
   EXPECT_EQ(Replicas(MustReplayFleet(plan, e, reqs, 2, "kv_aware"))[2], 0);
-}
-
-// A hybrid plan whose hit alignment (A = 24) is larger than the primary block (8): the
-// unaligned router counts 8-token blocks, the aligned one only what the fixed point serves.
-KvPlan HybridPlan(int64_t num_blocks) {
-  return Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kSlidingWindow, 24, 16),
-               Group(LayerKind::kMamba, 24)},
-              num_blocks, 24, 8, 24);
 }
 
 TEST(FleetTest, MirrorsEqualTheReplicasLookupsOnRandomHybridWorkloads) {

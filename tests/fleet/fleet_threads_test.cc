@@ -13,6 +13,7 @@
 #include "sim/fleet/router.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/fleet/fleet_test_util.h"
 
 namespace prefixsim {
 namespace {
@@ -20,18 +21,9 @@ namespace {
 using testing_engine::Req;
 using testing_engine::SmallEngine;
 using testing_engine::VectorTrace;
+using testing_fleet::HybridPlan;
 using testing_kv::Concat;
-using testing_kv::Group;
 using testing_kv::Iota;
-using testing_kv::Plan;
-
-// Full attention next to a sliding window and a mamba group (as fleet_test.cc's): every group's
-// events feed the fleet's index, and a hit needs all three.
-KvPlan HybridPlan(int64_t num_blocks) {
-  return Plan({Group(LayerKind::kFullAttention, 8), Group(LayerKind::kSlidingWindow, 24, 16),
-               Group(LayerKind::kMamba, 24)},
-              num_blocks, 24, 8, 24);
-}
 
 std::vector<Request> Conversations() {
   std::vector<Request> reqs;
