@@ -86,11 +86,17 @@ struct MissCauseStats {
   bool enabled = false;  // the replay attributed its admissions (prefix caching on)
   Totals first;          // first admissions
   Totals preempted;      // re-admissions after a preemption
+  // Computed U-blocks the replicas' records forgot to stay within
+  // ReplayOptions::miss_record_bytes: when > 0, some `evicted` tokens (computed long before,
+  // then lost) count as `compulsory`, and `elsewhere`'s sighting of other replicas' records
+  // is short by the same blocks.
+  int64_t forgotten_blocks = 0;
 
   void Merge(const MissCauseStats& other) {
     enabled = enabled || other.enabled;
     first.Merge(other.first);
     preempted.Merge(other.preempted);
+    forgotten_blocks += other.forgotten_blocks;
   }
 };
 

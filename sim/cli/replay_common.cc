@@ -58,6 +58,12 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
   cmd->add_flag("--no-miss-causes", o->no_miss_causes,
                 "do not split each admission's tokens into miss causes (saves the attribution's "
                 "time and its per-prefix history)");
+  cmd->add_option("--miss-causes-memory-mb", o->miss_causes_memory_mb,
+                  "bound on what miss attribution remembers of prefixes computed and since lost "
+                  "(about 32 bytes per block, split over the replicas); past it the oldest are "
+                  "forgotten and the report says how many (0 = no bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--threads", o->threads,
                   "threads a fleet's replicas step on between arrivals, shared with compare's "
                   "policies (default: cores; the report is the same for every count; --kv-events "

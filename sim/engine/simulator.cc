@@ -59,8 +59,7 @@ absl::Status Simulator::ThrashingError() const {
 
 absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
     const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-    const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records,
-    kv::ComputeHistory* history) {
+    const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records) {
   if (plan.num_blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV plan has ", plan.num_blocks, " blocks; the engine needs at least 2 (null + 1)"));
@@ -87,7 +86,12 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   kv_options.max_model_len = engine.max_model_len;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   kv::SetFastPath(*sim->kv_, tuning.kv_fast_path);
-  if (options.attribute_misses) kv::EnableMissAttribution(*sim->kv_, history, replica);
+  if (options.attribute_misses) {
+    kv::EnableMissAttribution(
+        *sim->kv_, options.miss_record_bytes > 0
+                       ? std::max<int64_t>(2, options.miss_record_bytes / kv::kRecordBytesPerBlock)
+                       : 0);
+  }
   if (options.kv_event_sink) {
     sim->event_sink_ = options.kv_event_sink(replica);
     sim->kv_->SetKvEventSink(sim->event_sink_);
@@ -364,6 +368,7 @@ ReplicaTotals Simulator::TakeTotals() {
   r.preempted_alignment_loss_tokens = c.preempted_alignment_loss_tokens;
   r.lost_to_alignment_tokens = c.lost_to_alignment_tokens;
   r.miss_causes = c.miss_causes;
+  r.miss_causes.forgotten_blocks = kv::ForgottenComputedBlocks(*kv_);
   r.preemptions = c.preemptions;
   r.evicted_blocks = kv_->counters().evicted_blocks;
   r.cached_blocks = kv_->counters().cached_blocks;

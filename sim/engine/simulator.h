@@ -17,7 +17,6 @@
 #include "sim/engine/metrics.h"
 #include "sim/engine/replay_tuning.h"
 #include "sim/engine/request_log.h"
-#include "sim/kv/compute_history.h"
 #include "sim/kv/miss_attribution.h"
 #include "sim/sched/scheduler.h"
 #include "sim/spec/acceptance_model.h"
@@ -38,13 +37,10 @@ class Simulator {
   // Builds replica `replica` of the engine: KV manager, scheduler, acceptance and cost models.
   // `records` (may be null) receives one RequestRecord per request this replica is given, shared
   // with the other replicas in arrival order; each is marked final when the request ends.
-  // `history`: the fleet's ComputeHistory for miss attribution (null: the replica keeps its own,
-  // as a single engine does). Errors
-  // for a bad acceptance or cost-model configuration.
+  // Errors for a bad acceptance or cost-model configuration.
   static absl::StatusOr<std::unique_ptr<Simulator>> Create(
       const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-      const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records,
-      kv::ComputeHistory* history = nullptr);
+      const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records);
 
   // A request arrives at `now`: it joins the waiting queue, or is skipped and counted. `sighting`:
   // what the fleet's other replicas held then (miss attribution).

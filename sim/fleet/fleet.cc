@@ -40,13 +40,16 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   PREFIXSIM_ASSIGN_OR_RETURN(fleet->router_, NewRouter(engine.fleet.router, config));
   PREFIXSIM_RETURN_IF_ERROR(fleet->CreateViews(replicas));
   RequestLog* records = options.record_requests || options.record_sink ? &fleet->records_ : nullptr;
-  if (options.attribute_misses && replicas > 1) {
-    fleet->history_ = std::make_unique<kv::ComputeHistory>(replicas);
+  fleet->sight_arrivals_ = options.attribute_misses && replicas > 1;
+  // Each replica keeps its own record of what it computed: the bound is split evenly.
+  ReplayOptions replica_options = options;
+  if (options.miss_record_bytes > 0) {
+    replica_options.miss_record_bytes = std::max<int64_t>(1, options.miss_record_bytes / replicas);
   }
   for (int r = 0; r < replicas; ++r) {
     PREFIXSIM_ASSIGN_OR_RETURN(
         std::unique_ptr<Simulator> sim,
-        Simulator::Create(plan, model, engine, options, tuning, r, records, fleet->history_.get()));
+        Simulator::Create(plan, model, engine, replica_options, tuning, r, records));
     fleet->kv_caches_.push_back(&sim->kv());
     fleet->replicas_.push_back(std::move(sim));
   }
@@ -205,9 +208,9 @@ absl::Status Fleet::HandleArrivals(TraceReader& trace) {
     requests_read_ += 1;
     kv::ArrivalSighting sighting;
     const int r = replicas_.size() == 1 ? 0 : RouteArrival(now, &sighting);
-    if (history_) {
+    if (sight_arrivals_) {
       const int64_t regret = sighting.routing_regret_tokens;
-      sighting = kv::SightAtArrival(*history_, kv_caches_, r, *pending_, &sighting_hashes_);
+      sighting = kv::SightAtArrival(kv_caches_, r, *pending_, &sighting_hashes_);
       sighting.routing_regret_tokens = regret;
     }
     replicas_[r]->Admit(std::move(pending_), now, sighting);
@@ -240,8 +243,8 @@ bool Fleet::Interrupted() {
 // router, at arrivals. So between two arrivals every replica runs on its own: the steps that end
 // before the next arrival run back to back, with the replica's state hot in the caches and
 // without the event queue, and replicas run in parallel. What their steps leave for the fleet
-// (cache events for the router's views, computed blocks for miss attribution, ended records) is
-// kept per replica and applied here, on the fleet's thread, in the order the runs were queued:
+// (cache events for the router's views, ended records) is kept per replica and applied here, on
+// the fleet's thread, in the order the runs were queued:
 // the order in which one thread would have run them, event by event. A step that ends at or
 // after the next arrival goes back to the queue, which orders it against the arrival as before
 // (same-time events in insertion order, and runs push in queue order). So the reports do not
@@ -258,7 +261,6 @@ absl::Status Fleet::RunReplicas() {
   horizon_ns_ = pending_ ? pending_->arrival_ns : INT64_MAX;
   ParallelFor(runs_.size(), threads_, [this](size_t i) { Advance(runs_[i]); });
   for (const ReplicaRun& run : runs_) PREFIXSIM_RETURN_IF_ERROR(run.status);
-  if (history_) history_->Commit();
   for (const ReplicaRun& run : runs_) {
     if (!feeds_.empty()) feeds_[run.replica]->Drain(*this, run.replica);
     replicas_[run.replica]->FlushEndedRecords();

@@ -17,7 +17,6 @@
 #include "sim/fleet/cache_view.h"
 #include "sim/fleet/router.h"
 #include "sim/kv/block_hasher.h"
-#include "sim/kv/compute_history.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -121,8 +120,8 @@ class Fleet {
   std::vector<int64_t> exact_hits_, view_overlaps_;
   int64_t router_index_checks_ = 0;
   int64_t routing_regret_tokens_ = 0, best_replica_hit_tokens_ = 0, requests_with_regret_ = 0;
-  // Miss attribution over the replicas (null for one replica or with attribution off).
-  std::unique_ptr<kv::ComputeHistory> history_;
+  // Miss attribution over the replicas: each arrival sights what the others computed and hold.
+  bool sight_arrivals_ = false;
   std::vector<KvCacheManager*> kv_caches_;
   std::vector<kv::HashPair> sighting_hashes_;
   EventQueue<Event> events_;

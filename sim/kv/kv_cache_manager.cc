@@ -14,7 +14,6 @@
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
 #include "sim/kv/cache_contents.h"
-#include "sim/kv/compute_history.h"
 #include "sim/kv/coordinator.h"
 #include "sim/kv/fast_path.h"
 #include "sim/kv/kv_cache_manager_access.h"
@@ -110,17 +109,13 @@ struct KvCacheManager::Rep {
     }
   }
 
-  void EnableMissAttribution(kv::ComputeHistory* history, int replica) {
+  void EnableMissAttribution(int64_t max_record_blocks) {
     PREFIXSIM_CHECK(index_.empty());
     if (!caching_) return;
     attribution_ = true;
     if (!shadow_) MakeShadow(/*always=*/true);
-    // What this replica computed is the shadow's own entries, kept; the fleet's history only
-    // adds the other replicas.
-    shadow_->KeepComputed();
-    PREFIXSIM_CHECK(history == nullptr || (replica >= 0 && replica < history->num_replicas()));
-    history_ = history;
-    replica_ = replica;
+    // What this replica computed is the shadow's own entries, kept; a fleet asks each replica's.
+    shadow_->KeepComputed(max_record_blocks);
   }
 
   KvRequestHandle HandleOf(uint64_t id) const {
@@ -471,16 +466,9 @@ struct KvCacheManager::Rep {
     if (shadow_) {
       EnsureHashes(st, shadow_->FineChunksFor(n));
       const int64_t held_before = st.shadow_held;
-      first_kept_.clear();
       shadow_->Hold(st.hashes.data(), static_cast<int64_t>(st.hashes.size()), n / shadow_->unit(),
                     attribution_ ? coord_.CommonCacheLimit(n) / shadow_->unit() : 0,
-                    &st.shadow_held, &st.shadow_published,
-                    history_ != nullptr ? &first_kept_ : nullptr);
-      // The fleet's history learns only the blocks this replica holds for the first time (its
-      // shadow keeps every block it ever held): a hit or a recomputation changes nothing there.
-      if (history_ != nullptr) {
-        for (uint64_t hash : first_kept_) history_->Record(hash, replica_);
-      }
+                    &st.shadow_held, &st.shadow_published);
       if (attribution_) NoteComputed(st, held_before, st.shadow_held);
     }
     const int64_t limit = coord_.MaxCacheLimit(n);
@@ -689,13 +677,9 @@ struct KvCacheManager::Rep {
   std::vector<std::vector<BlockId>> fine_scratch_;
   std::unique_ptr<kv::ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
   bool shadow_counts_loss_ = false;          // U < A: lost_to_alignment_tokens is reported
-  // Miss attribution (miss_attribution.h): on or off, the fleet's history (null for a single
-  // engine, whose shadow knows what it computed), this replica's index in it, and the running
-  // requests' uncomputed U-blocks (hash -> requests).
+  // Miss attribution (miss_attribution.h): on or off, and the running requests' uncomputed
+  // U-blocks (hash -> requests).
   bool attribution_ = false;
-  kv::ComputeHistory* history_ = nullptr;
-  std::vector<uint64_t> first_kept_;  // CacheComputedBlocks' scratch: blocks new to the shadow
-  int replica_ = 0;
   absl::flat_hash_map<uint64_t, int32_t> in_flight_;
   std::vector<char> cow_;
   mutable KvCacheCounters counters_;
@@ -899,46 +883,58 @@ void AttachCacheListener(KvCacheManager& manager, CacheEventListener* listener,
   KvCacheManagerAccess::Get(manager).pool_.set_listener(listener, prefetch);
 }
 
-void EnableMissAttribution(KvCacheManager& manager, ComputeHistory* history, int replica) {
-  KvCacheManagerAccess::Get(manager).EnableMissAttribution(history, replica);
+void EnableMissAttribution(KvCacheManager& manager, int64_t max_record_blocks) {
+  KvCacheManagerAccess::Get(manager).EnableMissAttribution(max_record_blocks);
+}
+
+int64_t ForgottenComputedBlocks(const KvCacheManager& manager) {
+  const KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(manager);
+  return m.attribution_ ? m.shadow_->forgotten() : 0;
 }
 
 bool MissAttributionEnabled(const KvCacheManager& manager) {
   return KvCacheManagerAccess::Get(manager).attribution_;
 }
 
-ArrivalSighting SightAtArrival(const ComputeHistory& history,
-                               const std::vector<KvCacheManager*>& replicas, int chosen,
+ArrivalSighting SightAtArrival(const std::vector<KvCacheManager*>& replicas, int chosen,
                                const Request& request, std::vector<HashPair>* hashes) {
   ArrivalSighting sight;
   const KvCacheManagerAccess::Rep& m = KvCacheManagerAccess::Get(*replicas[chosen]);
   if (!m.attribution_ || replicas.size() < 2 || request.prompt_tokens <= 1) return sight;
   HashPrompt(*replicas[chosen], request, hashes);
-  const ShadowIndex& shadow = *m.shadow_;
-  const int64_t unit = shadow.unit();
-  const int64_t limit = std::min((request.prompt_tokens - 1) / unit,
-                                 shadow.BlocksOf(static_cast<int64_t>(hashes->size())));
-  // How far some replica had computed the prompt, and the chosen one: both are prefixes (a
-  // replica that computed a block computed the blocks before it), so each end is a search.
-  auto hash_of = [&](int64_t j) { return shadow.BlockHash(hashes->data(), j).hash; };
-  const int64_t known =
-      PrefixRunEnd(0, limit, [&](int64_t j) { return history.ComputedByAny(hash_of(j)); });
-  const int64_t here =
-      PrefixRunEnd(0, known, [&](int64_t j) { return history.ComputedBy(hash_of(j), chosen); });
+  const HashPair* fine = hashes->data();
+  const int64_t num_fine = static_cast<int64_t>(hashes->size());
+  const int64_t unit = m.shadow_->unit();
+  const int64_t limit = std::min((request.prompt_tokens - 1) / unit, m.shadow_->BlocksOf(num_fine));
+  auto shadow_of = [&](size_t r) -> const ShadowIndex& {
+    return *KvCacheManagerAccess::Get(*replicas[r]).shadow_;
+  };
+  // What each replica computed is a prefix of the prompt (it computed the blocks before any it
+  // computed), so the longest is found by asking each replica for one block past the longest so
+  // far, and searching on where it has it.
+  const int64_t here = m.shadow_->ComputedBlocks(fine, num_fine, 0, limit);
+  int64_t known = here;
+  for (size_t r = 0; r < replicas.size() && known < limit; ++r) {
+    if (static_cast<int>(r) == chosen) continue;
+    const ShadowIndex& other = shadow_of(r);
+    if (other.ComputedBlocks(fine, num_fine, known, known + 1) > known) {
+      known = other.ComputedBlocks(fine, num_fine, known + 1, limit);
+    }
+  }
   sight.fleet_known_tokens = known * unit;
   if (here >= known) return sight;
   // Only a replica that computed the block where the chosen one's history ends can hold more.
   int64_t best = 0;
-  history.ForEachReplica(shadow.BlockHash(hashes->data(), here).hash, [&](int r) {
-    if (r == chosen) return;
-    const KvCacheManagerAccess::Rep& other = KvCacheManagerAccess::Get(*replicas[r]);
-    const int64_t alive =
-        other.shadow_->AliveBlocks(hashes->data(), static_cast<int64_t>(hashes->size()), limit);
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    if (static_cast<int>(r) == chosen) continue;
+    const ShadowIndex& other = shadow_of(r);
+    if (other.ComputedBlocks(fine, num_fine, here, here + 1) == here) continue;
+    const int64_t alive = other.AliveBlocks(fine, num_fine, limit);
     if (alive > best) {
       best = alive;
-      sight.elsewhere_replica = r;
+      sight.elsewhere_replica = static_cast<int>(r);
     }
-  });
+  }
   sight.elsewhere_tokens = best * unit;
   return sight;
 }

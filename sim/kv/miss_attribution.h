@@ -4,8 +4,8 @@
 //
 // A manager with attribution on keeps its shadow index (shadow_index.h) at the finest
 // prefix-cacheable block U whatever A is, with its dead entries (what this replica ever
-// computed), the U-blocks each running request still has to compute (the in-flight set), and in
-// a fleet records every U-block it computes in a ComputeHistory shared by the replicas.
+// computed), and the U-blocks each running request still has to compute (the in-flight set). A
+// fleet asks the other replicas' shadows what they computed and hold when a request arrives.
 #ifndef PREFIXSIM_SIM_KV_MISS_ATTRIBUTION_H_
 #define PREFIXSIM_SIM_KV_MISS_ATTRIBUTION_H_
 
@@ -16,7 +16,6 @@
 #include "prefixsim/miss_causes.h"
 #include "prefixsim/request.h"
 #include "sim/kv/block_hasher.h"
-#include "sim/kv/compute_history.h"
 
 namespace prefixsim {
 namespace kv {
@@ -32,17 +31,24 @@ struct ArrivalSighting {
   int64_t routing_regret_tokens = 0;
 };
 
-// Turns attribution on for `manager`, replica `replica` of the fleet whose `history` it shares
-// (not owned; it must outlive the manager). `history` null: a single engine (its shadow index
-// answers what it computed). No effect without prefix caching. REQUIRES: no request added yet.
-void EnableMissAttribution(KvCacheManager& manager, ComputeHistory* history, int replica);
+// Turns attribution on for `manager`. No effect without prefix caching. Its record of the
+// U-blocks it computed and no longer holds keeps, past `max_record_blocks` (0: no bound), only
+// the most recently dropped (ShadowIndex::KeepComputed): a forgotten block recomputed counts as
+// `compulsory` instead of `evicted`, and ForgottenComputedBlocks says how many there were.
+// REQUIRES: no request added yet.
+void EnableMissAttribution(KvCacheManager& manager, int64_t max_record_blocks = 0);
 bool MissAttributionEnabled(const KvCacheManager& manager);
+int64_t ForgottenComputedBlocks(const KvCacheManager& manager);
+// About what the record costs per U-block (a 16-byte slot of a hash map between 7/16 and 7/8
+// full), to turn a memory budget into max_record_blocks.
+inline constexpr int64_t kRecordBytesPerBlock = 32;
 
-// At an arrival, after the router chose `chosen` of `replicas` (all with attribution on, sharing
-// `history`): what the others held. Cheap when the chosen replica had computed as much of the
-// prompt as any other: then no other replica's cache is read. `hashes` is scratch.
-ArrivalSighting SightAtArrival(const ComputeHistory& history,
-                               const std::vector<KvCacheManager*>& replicas, int chosen,
+// At an arrival, after the router chose `chosen` of `replicas` (all with attribution on, the
+// same plan): what the others had computed and held. Asks each other replica for one or two
+// U-blocks, and walks the cache of only those that computed more of the prompt than the chosen
+// one. `hashes` is scratch.
+// REQUIRES: no replica runs (their caches are read).
+ArrivalSighting SightAtArrival(const std::vector<KvCacheManager*>& replicas, int chosen,
                                const Request& request, std::vector<HashPair>* hashes);
 
 // The causes of an admission: call between GetComputedBlocks(request), which returned `hit`, and

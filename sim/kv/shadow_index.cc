@@ -30,8 +30,7 @@ int64_t ShadowIndex::AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t
 }
 
 void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks,
-                       int64_t publishable_blocks, int64_t* held, int64_t* marked,
-                       std::vector<uint64_t>* first_kept) {
+                       int64_t publishable_blocks, int64_t* held, int64_t* marked) {
   num_blocks = std::min(num_blocks, num_fine / ratio_);
   // Blocks held by an earlier call that the caching rule lets the request publish only now (its
   // computed tokens crossed an S boundary); the new blocks are marked as they are taken, so a
@@ -46,13 +45,13 @@ void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_block
     auto [it, inserted] = map_.try_emplace(h.hash);
     Entry& e = it->second;
     if (inserted) {
-      auto retired = keep_computed_ ? retired_.find(h.hash) : retired_.end();
-      if (retired != retired_.end()) {
-        e.check = retired->second.check;
-        e.published = retired->second.published;
+      const uint64_t* retired = keep_computed_ ? FindRetired(h.hash) : nullptr;
+      if (retired != nullptr) {
+        // A retired check that differs from this one (in its 63 bits) is a collision below.
+        e.check = RetiredMatches(*retired, h.check) ? h.check : *retired;
+        e.published = (*retired & 1) != 0;
       } else {
         e.check = h.check;
-        if (first_kept != nullptr && keep_computed_) first_kept->push_back(h.hash);
       }
     }
     if (e.check != h.check) {
@@ -104,19 +103,35 @@ int64_t ShadowIndex::ComputedBlocks(const HashPair* fine, int64_t num_fine, int6
   return PrefixRunEnd(from, std::min(max_blocks, num_fine / ratio_), [&](int64_t j) {
     const HashPair& h = BlockHash(fine, j);
     if (auto it = map_.find(h.hash); it != map_.end()) return it->second.check == h.check;
-    auto it = retired_.find(h.hash);
-    return it != retired_.end() && it->second.check == h.check;
+    const uint64_t* retired = FindRetired(h.hash);
+    return retired != nullptr && RetiredMatches(*retired, h.check);
   });
+}
+
+const uint64_t* ShadowIndex::FindRetired(uint64_t hash) const {
+  if (auto it = retired_.find(hash); it != retired_.end()) return &it->second;
+  if (retired_before_.empty()) return nullptr;
+  auto it = retired_before_.find(hash);
+  return it != retired_before_.end() ? &it->second : nullptr;
 }
 
 void ShadowIndex::MaybeSweep() {
   if (map_.size() < next_sweep_) return;
   absl::erase_if(map_, [this](const auto& kv) {
     if (Alive(kv.second)) return false;
-    if (keep_computed_)
-      retired_.insert_or_assign(kv.first, Retired{kv.second.check, kv.second.published});
+    if (keep_computed_) {
+      retired_.insert_or_assign(kv.first, Retire(kv.second));
+      if (!retired_before_.empty()) retired_before_.erase(kv.first);
+    }
     return true;
   });
+  // Two generations, so that bounding the record costs nothing per block: the older one is
+  // dropped whole when the newer one fills half the bound.
+  if (max_retired_ > 0 && static_cast<int64_t>(retired_.size()) >= max_retired_ / 2) {
+    forgotten_ += static_cast<int64_t>(retired_before_.size());
+    retired_before_ = std::move(retired_);
+    retired_.clear();
+  }
   next_sweep_ = std::max<size_t>(4096, 2 * map_.size());
 }
 

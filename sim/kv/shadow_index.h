@@ -56,10 +56,8 @@ class ShadowIndex {
   // Of its held blocks, the first `publishable_blocks` are ones the real cache's caching rule let
   // it publish (below the round-down to S): they are marked so (miss attribution), blocks
   // [0, *marked) being marked already; advances *marked.
-  // With KeepComputed, `first_kept` (may be null) gets the hashes of the blocks this cache holds
-  // for the first time ever, in order.
   void Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks, int64_t publishable_blocks,
-            int64_t* held, int64_t* marked, std::vector<uint64_t>* first_kept = nullptr);
+            int64_t* held, int64_t* marked);
   // The first block in [from, to) that no holder was ever allowed to publish, or `to`.
   // REQUIRES: blocks [from, to) alive (AliveBlocks).
   int64_t FirstUnpublished(const HashPair* fine, int64_t from, int64_t to) const;
@@ -73,8 +71,16 @@ class ShadowIndex {
   // computed, which miss attribution asks (ComputedBlocks). A sweep moves dead entries to a
   // second map of what they keep (their check and whether they were ever published), so the
   // live map stays the size of the cache and its walks stay in the CPU's caches; memory grows
-  // with the distinct U-blocks computed (24 bytes each).
-  void KeepComputed() { keep_computed_ = true; }
+  // with the distinct U-blocks computed (16 bytes each, in a map at most 7/8 full).
+  // `max_retired` > 0 bounds that record: once it holds max_retired / 2 blocks retired since the
+  // last bound, the ones retired before then are forgotten (counted, forgotten()), so it keeps
+  // between max_retired / 2 and max_retired of the most recently retired blocks, plus one
+  // sweep's worth. A forgotten block reads as never computed here.
+  void KeepComputed(int64_t max_retired = 0) {
+    keep_computed_ = true;
+    max_retired_ = max_retired;
+  }
+  int64_t forgotten() const { return forgotten_; }
   // With KeepComputed: the end of the run of blocks from `from` (at most max_blocks) that this
   // cache has computed, alive or not.
   int64_t ComputedBlocks(const HashPair* fine, int64_t num_fine, int64_t from,
@@ -90,12 +96,16 @@ class ShadowIndex {
     bool published = false;  // the real cache's caching rule ever let a holder publish it
     int64_t stamp = 0;       // free clock when the last holder released it
   };
-  // What a swept entry keeps (KeepComputed). Dead entries stay dead (the eviction horizon only
-  // grows) until held again, when Hold revives them from here.
-  struct Retired {
-    uint64_t check = 0;
-    bool published = false;
-  };
+  // What a swept entry keeps (KeepComputed), packed in one word as it is kept for every block
+  // ever computed: its check but the lowest bit, which holds whether it was published. Dead
+  // entries stay dead (the eviction horizon only grows) until held again, when Hold revives
+  // them from here.
+  static uint64_t Retire(const Entry& e) {
+    return (e.check & ~uint64_t{1}) | (e.published ? 1 : 0);
+  }
+  static bool RetiredMatches(uint64_t retired, uint64_t check) {
+    return ((retired ^ check) & ~uint64_t{1}) == 0;
+  }
   bool Alive(const Entry& e) const { return e.refs > 0 || e.stamp > pool_->eviction_horizon(); }
   // Drops (KeepComputed: retires) dead entries once the map has doubled since the last sweep
   // (amortized O(1)).
@@ -106,7 +116,14 @@ class ShadowIndex {
   int64_t ratio_;  // U / H
   bool drop_eagle_;
   absl::flat_hash_map<uint64_t, Entry> map_;
-  absl::flat_hash_map<uint64_t, Retired> retired_;  // KeepComputed: swept entries
+  // The retired record's value for `hash`, or null.
+  const uint64_t* FindRetired(uint64_t hash) const;
+
+  // KeepComputed: swept entries (Retire), those retired since the record last reached its
+  // bound, and (max_retired_ > 0) those retired before, until it next does.
+  absl::flat_hash_map<uint64_t, uint64_t> retired_, retired_before_;
+  int64_t max_retired_ = 0;
+  int64_t forgotten_ = 0;
   size_t next_sweep_ = 4096;
   bool keep_computed_ = false;
   int64_t collisions_ = 0;

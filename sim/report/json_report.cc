@@ -165,7 +165,8 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
   j["lost_to_alignment_per_request"] = LostToAlignmentJson(r);
   if (r.miss_causes.enabled) {
     j["miss_causes"] = {{"first_admissions", MissTotalsJson(r.miss_causes.first)},
-                        {"preempted_admissions", MissTotalsJson(r.miss_causes.preempted)}};
+                        {"preempted_admissions", MissTotalsJson(r.miss_causes.preempted)},
+                        {"forgotten_computed_blocks", r.miss_causes.forgotten_blocks}};
   }
   j["evicted_blocks"] = r.evicted_blocks;
   j["cached_blocks"] = r.cached_blocks;

@@ -32,6 +32,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& m
   options.check_invariants = o.check_invariants;
   options.check_invariants_every = o.check_invariants_every;
   options.attribute_misses = !o.no_miss_causes;
+  options.miss_record_bytes = o.miss_causes_memory_mb << 20;
   options.record_requests = keep_records;
   options.record_sink = std::move(record_sink);
   options.hit_rate_window_requests = o.hit_rate_window;

@@ -27,7 +27,9 @@ struct ReplayConfig {
   int64_t check_invariants_every = 0;
   bool no_wall_time = false;
   bool no_miss_causes = false;  // ReplayOptions::attribute_misses off
-  bool no_progress = false;     // read by the CLI's progress printer
+  // ReplayOptions::miss_record_bytes, in MiB (0: no bound).
+  int64_t miss_causes_memory_mb = ReplayOptions{}.miss_record_bytes >> 20;
+  bool no_progress = false;  // read by the CLI's progress printer
   bool no_fast_path = false;
   int64_t hit_rate_window = 1000;
   int threads = 0;  // ReplayOptions::threads (0: the machine's cores)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -19,7 +20,6 @@
 #include "prefixsim/miss_causes.h"
 #include "prefixsim/model.h"
 #include "prefixsim/trace.h"
-#include "sim/kv/compute_history.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/kv/kv_test_util.h"
@@ -44,8 +44,10 @@ int64_t Of(const MissAttribution& m, MissCause c) { return m.of(c); }
 
 // A manager with attribution on, as a single engine has it.
 struct Attributed {
-  explicit Attributed(const KvPlan& plan, KvCacheOptions options = Checked()) : m(plan, options) {
-    kv::EnableMissAttribution(m, nullptr, 0);
+  explicit Attributed(const KvPlan& plan, KvCacheOptions options = Checked(),
+                      int64_t max_record_blocks = 0)
+      : m(plan, options) {
+    kv::EnableMissAttribution(m, max_record_blocks);
   }
   // Admits `r`: lookup, attribution, then the first allocation up to `first_end` (the prompt end
   // when 0).
@@ -350,30 +352,77 @@ TEST(MissAttributionTest, EvictedTokensSplitByTheGroupThatBrokeTheChain) {
             t.tokens[static_cast<int>(MissCause::kEvicted)]);
 }
 
-// The history behind `evicted`, `elsewhere` and `compulsory`: per replica, more than 64 replicas.
-TEST(MissAttributionTest, ComputeHistoryKeepsEachReplicaApart) {
-  kv::ComputeHistory h(130);
-  h.Record(42, 3);
-  h.Record(42, 129);
-  h.Record(7, 64);
-  // Staged, not seen until committed (replicas record from their own threads).
-  EXPECT_FALSE(h.ComputedByAny(42));
-  h.Commit();
-  EXPECT_TRUE(h.ComputedBy(42, 3));
-  EXPECT_TRUE(h.ComputedBy(42, 129));
-  EXPECT_FALSE(h.ComputedBy(42, 64));
-  EXPECT_TRUE(h.ComputedByAny(7));
-  EXPECT_FALSE(h.ComputedByAny(8));
-  // Find answers both from the replica's own word or, failing that, the others.
-  EXPECT_TRUE(h.Find(42, 3).by_any && h.Find(42, 3).by_replica);
-  EXPECT_TRUE(h.Find(42, 64).by_any);
-  EXPECT_FALSE(h.Find(42, 64).by_replica);
-  EXPECT_TRUE(h.Find(7, 0).by_any);
-  EXPECT_FALSE(h.Find(7, 0).by_replica);
-  EXPECT_FALSE(h.Find(8, 129).by_any);
-  std::vector<int> seen;
-  h.ForEachReplica(42, [&](int r) { seen.push_back(r); });
-  EXPECT_EQ(seen, (std::vector<int>{3, 129}));
+// ReplayOptions::miss_record_bytes (design §7): bounded, the record of what a replica computed
+// and lost forgets the oldest prefixes once newer ones fill it, and a forgotten prefix computed
+// again is `compulsory` where the unbounded record says `evicted`. B = 4, 63 usable blocks: 400
+// distinct 100-token prompts (25 U-blocks each) evict those before them.
+TEST(MissAttributionTest, ABoundedRecordForgetsTheOldestPrefixes) {
+  for (const int64_t bound : {int64_t{0}, int64_t{4000}}) {
+    Attributed a(Unitary(LayerKind::kFullAttention, 4, 64), Checked(), bound);
+    for (uint32_t i = 0; i < 400; ++i) {
+      const Request r = Literal(i + 1, Iota(100, 1 + i * 1000));
+      a.Admit(r);
+      a.Finish(r);
+    }
+    const MissAttribution m = a.Admit(Literal(1000, Iota(100, 1)));
+    EXPECT_EQ(Of(m, MissCause::kHit), 0);
+    EXPECT_EQ(Of(m, MissCause::kTail), 4);
+    if (bound == 0) {
+      EXPECT_EQ(Of(m, MissCause::kEvicted), 96);
+      EXPECT_EQ(kv::ForgottenComputedBlocks(a.m), 0);
+    } else {
+      EXPECT_EQ(Of(m, MissCause::kCompulsory), 96);
+      // Forgotten whole generations: at least the first prompt's blocks, at most all but the
+      // bound's worth.
+      EXPECT_GE(kv::ForgottenComputedBlocks(a.m), 25);
+      EXPECT_LE(kv::ForgottenComputedBlocks(a.m), 400 * 25 - bound / 2);
+    }
+  }
+}
+
+// The fleet's oracles behind `elsewhere` and `evicted` on another replica, asked of each
+// replica's own record of what it computed (design §7), past 64 replicas. B = 4, 63 usable
+// blocks each. Replica 3 computed the prompt's first 5 blocks, 66 and 68 its first 10 (alive),
+// 5 its first 15 (then all evicted).
+TEST(MissAttributionTest, ArrivalSightingAsksEveryReplicasRecord) {
+  std::vector<std::unique_ptr<Attributed>> fleet;
+  std::vector<KvCacheManager*> caches;
+  for (int r = 0; r < 70; ++r) {
+    fleet.push_back(std::make_unique<Attributed>(Unitary(LayerKind::kFullAttention, 4, 64)));
+    caches.push_back(&fleet.back()->m);
+  }
+  auto compute = [&](int replica, uint64_t id, std::vector<uint32_t> tokens) {
+    const Request r = Literal(id, std::move(tokens));
+    fleet[replica]->Admit(r);
+    fleet[replica]->Finish(r);
+  };
+  compute(3, 1, Iota(22));
+  compute(66, 2, Iota(42));
+  compute(68, 3, Iota(42));
+  compute(5, 4, Iota(62));
+  compute(5, 5, Iota(252, 1000));  // evicts all of replica 5's blocks
+  const Request arrival = Literal(9, Iota(70));
+  std::vector<kv::HashPair> scratch;
+  // Replica 5 computed the most (15 blocks); of those that computed block 5, where the chosen
+  // replica's record ends, 66 and 68 still hold 10 blocks: the lowest index is named.
+  kv::ArrivalSighting s = kv::SightAtArrival(caches, 3, arrival, &scratch);
+  EXPECT_EQ(s.fleet_known_tokens, 60);
+  EXPECT_EQ(s.elsewhere_tokens, 40);
+  EXPECT_EQ(s.elsewhere_replica, 66);
+  // Chosen 66: only replica 5 computed more, and holds none of it.
+  s = kv::SightAtArrival(caches, 66, arrival, &scratch);
+  EXPECT_EQ(s.fleet_known_tokens, 60);
+  EXPECT_EQ(s.elsewhere_tokens, 0);
+  EXPECT_EQ(s.elsewhere_replica, -1);
+  // Chosen 5: nobody computed more than it did.
+  s = kv::SightAtArrival(caches, 5, arrival, &scratch);
+  EXPECT_EQ(s.fleet_known_tokens, 60);
+  EXPECT_EQ(s.elsewhere_replica, -1);
+  // A replica that computed nothing sees the others' record all the same.
+  s = kv::SightAtArrival(caches, 0, arrival, &scratch);
+  EXPECT_EQ(s.fleet_known_tokens, 60);
+  EXPECT_EQ(s.elsewhere_tokens, 40);
+  EXPECT_EQ(s.elsewhere_replica, 66);
 }
 
 }  // namespace
