@@ -72,10 +72,11 @@ struct ReplayOptions {
   // RequestRecord::miss; docs/design.md §7). Needs prefix caching.
   bool attribute_misses = true;
   // The bound on what miss attribution remembers of prefixes the replicas computed and no
-  // longer hold (the oracle that tells `evicted` from `compulsory`), which otherwise grows with
-  // every distinct prefix of the trace (about 32 bytes per U-block, sim/kv/miss_attribution.h).
-  // Split evenly over a fleet's replicas; past it each forgets its oldest half and
-  // MissCauseStats::forgotten_blocks counts what was forgotten. 0: no bound.
+  // longer hold (the oracle behind `evicted`), which otherwise grows with every distinct prefix
+  // of the trace (at most about 32 bytes per U-block, sim/kv/miss_attribution.h). Split evenly
+  // over a fleet's replicas; past it each forgets its oldest half, MissCauseStats::
+  // forgotten_blocks counts what was forgotten, and some `evicted` tokens count as `elsewhere`
+  // or `compulsory`. 0: no bound.
   int64_t miss_record_bytes = int64_t{4} << 30;
   // Called about every `progress_interval_requests` arrivals, every 1024 steps and once at the
   // end (may be empty).

@@ -88,8 +88,8 @@ struct MissCauseStats {
   Totals preempted;      // re-admissions after a preemption
   // Computed U-blocks the replicas' records forgot to stay within
   // ReplayOptions::miss_record_bytes: when > 0, some `evicted` tokens (computed long before,
-  // then lost) count as `compulsory`, and `elsewhere`'s sighting of other replicas' records
-  // is short by the same blocks.
+  // then lost) count as `elsewhere` (another replica holds them) or `compulsory`; no other
+  // figure changes.
   int64_t forgotten_blocks = 0;
 
   void Merge(const MissCauseStats& other) {

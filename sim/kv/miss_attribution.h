@@ -33,14 +33,15 @@ struct ArrivalSighting {
 
 // Turns attribution on for `manager`. No effect without prefix caching. Its record of the
 // U-blocks it computed and no longer holds keeps, past `max_record_blocks` (0: no bound), only
-// the most recently dropped (ShadowIndex::KeepComputed): a forgotten block recomputed counts as
-// `compulsory` instead of `evicted`, and ForgottenComputedBlocks says how many there were.
+// the most recently dropped (ShadowIndex::KeepComputed): a forgotten block reads as never
+// computed there, which can only move tokens out of `evicted` (into `elsewhere` when another
+// replica holds them, or `compulsory`); ForgottenComputedBlocks says how many there were.
 // REQUIRES: no request added yet.
 void EnableMissAttribution(KvCacheManager& manager, int64_t max_record_blocks = 0);
 bool MissAttributionEnabled(const KvCacheManager& manager);
 int64_t ForgottenComputedBlocks(const KvCacheManager& manager);
-// About what the record costs per U-block (a 16-byte slot of a hash map between 7/16 and 7/8
-// full), to turn a memory budget into max_record_blocks.
+// What the record costs per U-block at most, about (a 16-byte slot and its control byte, in a
+// hash map between 7/16 and 7/8 full), to turn a memory budget into max_record_blocks.
 inline constexpr int64_t kRecordBytesPerBlock = 32;
 
 // At an arrival, after the router chose `chosen` of `replicas` (all with attribution on, the

@@ -85,12 +85,13 @@ std::string MissCauseSection(const MissCauseStats& m) {
   if (m.preempted.admissions > 0)
     table("Why tokens missed, re-admissions after preemption", m.preempted);
   if (m.forgotten_blocks > 0) {
-    absl::StrAppendFormat(&s,
-                          "  APPROXIMATE: to stay within --miss-causes-memory-mb the replicas "
-                          "forgot %d blocks they had computed long before; tokens that were "
-                          "computed then and lost count as compulsory, not evicted. Raise the "
-                          "bound (0: none) for exact causes.\n",
-                          m.forgotten_blocks);
+    absl::StrAppendFormat(
+        &s,
+        "  APPROXIMATE: to stay within --miss-causes-memory-mb the replicas "
+        "forgot %d blocks they had computed long before; tokens that were "
+        "computed then and lost count as elsewhere or compulsory, not evicted. Raise the "
+        "bound (0: none) for exact causes.\n",
+        m.forgotten_blocks);
   }
   return s;
 }
