@@ -2,7 +2,7 @@
 """Mutation testing: plants the project's own single-line bugs one at a time and runs the suite.
 
 Each mutant in tests/mutation/mutants.txt replaces one exact piece of text in one file. For each
-mutant the script applies it, rebuilds prefixsim and prefixsim_tests in a separate build folder,
+mutant the script applies it, rebuilds the binaries the suite runs in a separate build folder,
 runs the suite without the soak and Slurm labels (stopping at the first failure), restores the
 file and records whether the suite noticed. It prints the kill rate and every survivor with its
 description. See docs/testing.md "Mutation testing".
@@ -120,8 +120,9 @@ def main():
     configure = ["cmake", "-S", ".", "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"]
     if shutil.which("ccache"):
         configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+    # Every target the suite runs (a fresh folder has none of them).
     compile_cmd = ["cmake", "--build", str(build), "-j", str(args.jobs), "--target", "prefixsim",
-                   "prefixsim_tests"]
+                   "prefixsim_tests", "prefixsim_kernel_emulation"]
     test_cmd = ["ctest", "--test-dir", str(build), "-LE", "soak|slurm", "-j", str(args.jobs),
                 "--stop-on-failure"]
 
