@@ -15,7 +15,7 @@ namespace {
 
 const std::string& ConversationTrace() {
   static const std::string path =
-      std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl";
+      std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl.zst";
   return path;
 }
 

@@ -16,7 +16,7 @@ namespace prefixsim {
 namespace {
 
 const std::string kTrace =
-    std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl";
+    std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl.zst";
 
 void ReplayMooncake(benchmark::State& state, const char* engine_preset, const char* policy) {
   auto model = LoadModel("kimi-k3-like");
