@@ -40,18 +40,22 @@ void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_block
     PREFIXSIM_DCHECK(it != map_.end());
     it->second.published = true;
   }
+  // What this cache computed is a prefix of the request's blocks: past the first block it never
+  // held, none can be retired, and the probes of the (large, cold) record stop.
+  bool may_be_retired = keep_computed_;
   for (int64_t j = *held; j < num_blocks; ++j) {
     const HashPair& h = BlockHash(fine, j);
     auto [it, inserted] = map_.try_emplace(h.hash);
     Entry& e = it->second;
     if (inserted) {
-      const uint64_t* retired = keep_computed_ ? FindRetired(h.hash) : nullptr;
+      const uint64_t* retired = may_be_retired ? FindRetired(h.hash) : nullptr;
       if (retired != nullptr) {
         // A retired check that differs from this one (in its 63 bits) is a collision below.
         e.check = RetiredMatches(*retired, h.check) ? h.check : *retired;
         e.published = (*retired & 1) != 0;
       } else {
         e.check = h.check;
+        may_be_retired = false;
       }
     }
     if (e.check != h.check) {
