@@ -102,9 +102,10 @@ struct ReplayOptions {
   std::function<KvEventSink*(int replica)> kv_event_sink;
   // The threads a fleet's replicas step on between two arrivals (conservative synchronisation:
   // every replica runs up to the next arrival, then the router decides). The report is the same
-  // for every count. <= 0: the machine's cores. With a kv_event_sink the replicas run on one
-  // thread: the sink sees events in the order of a single-threaded run. The threads are the
-  // process's one pool (sim/util/parallel_for.h), shared with compare's and sweep's.
+  // for every count. <= 0: the machine's cores. With kv_event_sink sinks the replicas run on one
+  // thread unless every sink delivers in run order (KvEventSink::DeliversInRunOrder). The
+  // threads are the process's one pool (sim/util/parallel_for.h), shared with compare's and
+  // sweep's.
   int threads = 1;
 };
 

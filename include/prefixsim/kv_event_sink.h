@@ -27,6 +27,16 @@ class KvEventSink {
   // The engine scheduled a step at simulated time `now_ns` (vLLM publishes one batch per step,
   // after scheduling). Called by the simulator, not the manager.
   virtual void OnStepScheduled(int64_t now_ns) = 0;
+
+  // Threads (ReplayOptions::threads). A fleet whose replicas have sinks runs them on one
+  // thread, so that every sink is called in the order of a single-threaded run, unless every
+  // sink returns true here. Then a sink's calls come from whichever thread runs its replica (one
+  // at a time; other replicas' sinks at once), and after each run of its replica's steps the
+  // fleet calls Deliver from its own thread, in the order one thread would have run them. A sink
+  // that shares anything with other replicas' sinks (a file, a socket) keeps what it would write
+  // until Deliver: the stream is then the same for every thread count.
+  virtual bool DeliversInRunOrder() const { return false; }
+  virtual void Deliver() {}
 };
 
 }  // namespace prefixsim

@@ -106,8 +106,10 @@ std::function<KvEventSink*(int)> KvEventsOutput::SinkFactory() {
       }
     }
     if (recorder == nullptr) {
+      // Held until the fleet delivers them, in run order: replicas may step on several threads.
       recorder = std::make_unique<events::EventRecorder>(
-          plan_, replica, [this](events::EventBatch&& batch) { Write(std::move(batch)); });
+          plan_, replica, [this](events::EventBatch&& batch) { Write(std::move(batch)); },
+          /*hold_until_delivered=*/true);
     }
     return recorder.get();
   };

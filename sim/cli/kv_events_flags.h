@@ -77,8 +77,7 @@ class KvEventsOutput {
   std::chrono::steady_clock::time_point start_;
   events::EventLogFormat format_ = events::EventLogFormat::kMsgpack;
   std::unique_ptr<AtomicFileWriter> file_;
-  std::mutex
-      mu_;  // replicas of a fleet are built and stepped on one thread; this is cheap insurance
+  std::mutex mu_;  // replicas of a fleet are built on one thread; this is cheap insurance
   std::vector<std::unique_ptr<events::EventRecorder>> recorders_;
   std::vector<int64_t> last_step_ns_;
   int64_t num_batches_ = 0;

@@ -111,7 +111,8 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
       run.kv_event_sink = [&](int replica) -> KvEventSink* {
         recorders.push_back(std::make_unique<events::EventRecorder>(
             *plan, replica,
-            [&simulated](events::EventBatch&& b) { simulated.push_back(std::move(b)); }));
+            [&simulated](events::EventBatch&& b) { simulated.push_back(std::move(b)); },
+            /*hold_until_delivered=*/true));
         return recorders.back().get();
       };
     }

@@ -66,8 +66,8 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--threads", o->threads,
                   "threads a fleet's replicas step on between arrivals, shared with compare's "
-                  "policies (default: cores; the report is the same for every count; --kv-events "
-                  "runs the replicas on one)")
+                  "policies (default: cores; the reports and --kv-events streams are the same for "
+                  "every count)")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             int n = 0;

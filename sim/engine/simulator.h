@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_cache_manager.h"
+#include "prefixsim/kv_event_sink.h"
 #include "sim/cost/cost_model.h"
 #include "sim/engine/metrics.h"
 #include "sim/engine/replay_tuning.h"
@@ -55,6 +56,15 @@ class Simulator {
   // fleet steps its replicas on several threads between two arrivals, and the shared log
   // streams records from its own thread. Call after a run of steps, from the fleet's thread.
   void FlushEndedRecords();
+  // Likewise the KV event sink's batches (KvEventSink::Deliver), when it has one.
+  void DeliverEvents() {
+    if (event_sink_ != nullptr) event_sink_->Deliver();
+  }
+  // Whether the replica may step on any thread: its KV event sink, if any, hands on what it
+  // shares with others only at DeliverEvents (KvEventSink::DeliversInRunOrder).
+  bool SteppableOnAnyThread() const {
+    return event_sink_ == nullptr || event_sink_->DeliversInRunOrder();
+  }
 
   bool busy() const { return busy_; }
   bool idle() const {

@@ -71,8 +71,9 @@ std::vector<int64_t> TokenIds(const Request& request, int64_t begin, int64_t end
   return out;
 }
 
-EventRecorder::EventRecorder(const KvPlan& plan, int replica, BatchHandler handler)
-    : replica_(replica), handler_(std::move(handler)) {
+EventRecorder::EventRecorder(const KvPlan& plan, int replica, BatchHandler handler,
+                             bool hold_until_delivered)
+    : replica_(replica), handler_(std::move(handler)), hold_(hold_until_delivered) {
   if (!plan.groups.empty()) hash_block_size_ = kv::KvCacheCoordinator::HashBlockSize(plan);
   for (const KvGroup& g : plan.groups) {
     GroupInfo info;
@@ -164,7 +165,16 @@ void EventRecorder::OnStepScheduled(int64_t now_ns) {
   pending_.clear();
   batch.data_parallel_rank = replica_;
   ++num_batches_;
-  handler_(std::move(batch));
+  if (hold_) {
+    held_.push_back(std::move(batch));
+  } else {
+    handler_(std::move(batch));
+  }
+}
+
+void EventRecorder::Deliver() {
+  for (EventBatch& batch : held_) handler_(std::move(batch));
+  held_.clear();
 }
 
 }  // namespace prefixsim::events

@@ -38,16 +38,25 @@ class EventRecorder final : public KvEventSink {
  public:
   using BatchHandler = std::function<void(EventBatch&&)>;
   // `plan`: the replica's plan (group kinds, block sizes, windows). `replica`: its index, the
-  // batches' data_parallel_rank. Each non-empty step goes to `handler`.
-  EventRecorder(const KvPlan& plan, int replica, BatchHandler handler);
+  // batches' data_parallel_rank. Each non-empty step goes to `handler`: at once, or with
+  // `hold_until_delivered` at the next Deliver (KvEventSink::DeliversInRunOrder), so that
+  // recorders of replicas stepped on several threads may share one handler.
+  EventRecorder(const KvPlan& plan, int replica, BatchHandler handler,
+                bool hold_until_delivered = false);
 
   void OnCachingRequest(const Request& request, const ChunkHash* chunks,
                         int64_t num_chunks) override;
   void OnBlockStored(int group, const ChunkHash& hash) override;
   void OnBlockRemoved(int group, const ChunkHash& hash) override;
   void OnStepScheduled(int64_t now_ns) override;
-  // Hands on what is pending (changes after the last scheduled step) as a batch at `now_ns`.
-  void Flush(int64_t now_ns) { OnStepScheduled(now_ns); }
+  bool DeliversInRunOrder() const override { return hold_; }
+  void Deliver() override;
+  // Hands on what is held and what is pending (changes after the last scheduled step, as a
+  // batch at `now_ns`).
+  void Flush(int64_t now_ns) {
+    OnStepScheduled(now_ns);
+    Deliver();
+  }
 
   int64_t num_batches() const { return num_batches_; }
 
@@ -65,6 +74,8 @@ class EventRecorder final : public KvEventSink {
   int64_t hash_block_size_ = 0;  // H
   int replica_;
   BatchHandler handler_;
+  bool hold_;
+  std::vector<EventBatch> held_;  // hold_: batches of scheduled steps, until Deliver
   std::vector<KvEvent> pending_;
   int64_t num_batches_ = 0;
 

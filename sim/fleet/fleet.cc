@@ -63,9 +63,12 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
     }
   }
   fleet->touched_.assign(replicas, 0);
-  // The events a KV event sink writes are ordered by the sink's callers: one thread keeps them
-  // in the order of a single-threaded run.
-  fleet->threads_ = options.kv_event_sink ? 1 : options.threads;
+  // A KV event sink that writes as it is called gets its calls in the order of a single-threaded
+  // run only on one thread.
+  fleet->threads_ = options.threads;
+  for (const auto& sim : fleet->replicas_) {
+    if (!sim->SteppableOnAnyThread()) fleet->threads_ = 1;
+  }
   return fleet;
 }
 
@@ -264,6 +267,7 @@ absl::Status Fleet::RunReplicas() {
   for (const ReplicaRun& run : runs_) {
     if (!feeds_.empty()) feeds_[run.replica]->Drain(*this, run.replica);
     replicas_[run.replica]->FlushEndedRecords();
+    replicas_[run.replica]->DeliverEvents();
     // Only an interrupted run leaves a step ending before the next arrival, which the queue
     // may have passed; the replay stops at the next event anyway.
     if (run.step_end_ns >= 0) {

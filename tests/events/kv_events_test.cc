@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <msgpack.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -317,6 +318,29 @@ TEST(KvEventsCliTest, FleetBatchesCarryTheirReplica) {
   }
   EXPECT_EQ(caches.size(), 2u);
   for (const auto& [rank, cache] : caches) EXPECT_FALSE(cache.blocks().empty()) << rank;
+}
+
+// Replicas stepped on several threads hold their batches until the fleet's thread delivers
+// them in run order (KvEventSink::DeliversInRunOrder): the stream is the one of one thread.
+TEST(KvEventsCliTest, ThreadsLeaveTheEventFileAsItWas) {
+  const std::string args = "replay --trace " + kTokens +
+                           " --model qwen3-next-80b-a3b --engine h200 --no-progress "
+                           "--no-wall-time --replicas 4 --router kv_aware --kv-events ";
+  const std::string one = TempOutputPath("threads_1.msgpack");
+  const std::string three = TempOutputPath("threads_3.msgpack");
+  const auto r1 = RunCli(args + one + " --threads 1");
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  const auto r3 = RunCli(args + three + " --threads 3");
+  ASSERT_EQ(r3.exit_code, 0) << r3.output;
+  EXPECT_EQ(r1.output, r3.output);
+  const std::string bytes = ReadFile(one);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_EQ(bytes, ReadFile(three));
+  auto log = events::ReadEventLog(one);
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::set<int64_t> ranks;
+  for (const events::EventBatch& b : *log) ranks.insert(b.data_parallel_rank.value_or(-1));
+  EXPECT_GE(ranks.size(), 2u) << "the case must interleave replicas";
 }
 
 TEST(KvEventsCliTest, CompareWritesOneFilePerPolicy) {

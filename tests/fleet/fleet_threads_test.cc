@@ -4,12 +4,18 @@
 // and 4 threads: the JSON summary and the per-request CSV byte for byte.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "prefixsim/engine.h"
+#include "prefixsim/kv_event_sink.h"
 #include "sim/fleet/router.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
@@ -102,6 +108,73 @@ TEST(FleetThreadsTest, ReportsAreTheSameForEveryThreadCount) {
       EXPECT_EQ(one.csv, many.csv) << threads << " threads";
     }
   }
+}
+
+// KV event sinks (include/prefixsim/kv_event_sink.h): one that writes as it is called keeps the
+// replicas on one thread; one that delivers in run order gets Deliver on the caller's thread,
+// and what it delivers is, in order, what one thread would have produced.
+class StepLogSink final : public KvEventSink {
+ public:
+  struct Shared {
+    std::mutex mu;
+    std::set<std::thread::id> threads;               // of every call but Deliver
+    std::vector<std::pair<int, int64_t>> delivered;  // (replica, step time), in Deliver order
+    std::set<std::thread::id> deliver_threads;
+  };
+  StepLogSink(int replica, bool in_run_order, Shared* shared)
+      : replica_(replica), in_run_order_(in_run_order), shared_(shared) {}
+  void OnCachingRequest(const Request&, const ChunkHash*, int64_t) override { Seen(); }
+  void OnBlockStored(int, const ChunkHash&) override { Seen(); }
+  void OnBlockRemoved(int, const ChunkHash&) override { Seen(); }
+  void OnStepScheduled(int64_t now_ns) override {
+    Seen();
+    held_.push_back(now_ns);
+    if (!in_run_order_) Deliver();
+  }
+  bool DeliversInRunOrder() const override { return in_run_order_; }
+  void Deliver() override {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->deliver_threads.insert(std::this_thread::get_id());
+    for (int64_t t : held_) shared_->delivered.emplace_back(replica_, t);
+    held_.clear();
+  }
+
+ private:
+  void Seen() {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->threads.insert(std::this_thread::get_id());
+  }
+  int replica_;
+  bool in_run_order_;
+  Shared* shared_;
+  std::vector<int64_t> held_;
+};
+
+void ReplayWithSinks(bool in_run_order, int threads, StepLogSink::Shared* shared) {
+  std::vector<std::unique_ptr<StepLogSink>> sinks;
+  VectorTrace trace(Conversations());
+  ReplayOptions options;
+  options.seed = 9;
+  options.threads = threads;
+  options.kv_event_sink = [&](int replica) -> KvEventSink* {
+    sinks.push_back(std::make_unique<StepLogSink>(replica, in_run_order, shared));
+    return sinks.back().get();
+  };
+  auto result = Replay(HybridPlan(90), ModelSpec{}, Fleet("round_robin", ""), trace, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (auto& sink : sinks) sink->Deliver();
+}
+
+TEST(FleetThreadsTest, KvEventSinksGetTheirCallsInTheOrderOfOneThread) {
+  StepLogSink::Shared at_once;
+  ReplayWithSinks(/*in_run_order=*/false, 4, &at_once);
+  EXPECT_EQ(at_once.threads.size(), 1u) << "a sink that writes as called must stay on one thread";
+  ASSERT_GT(at_once.delivered.size(), 100u);
+
+  StepLogSink::Shared held;
+  ReplayWithSinks(/*in_run_order=*/true, 4, &held);
+  EXPECT_EQ(held.deliver_threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  EXPECT_EQ(held.delivered, at_once.delivered);
 }
 
 }  // namespace
