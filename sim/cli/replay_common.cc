@@ -60,8 +60,9 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                 "time and its per-prefix history)");
   cmd->add_option("--miss-causes-memory-mb", o->miss_causes_memory_mb,
                   "bound on what miss attribution remembers of prefixes computed and since lost "
-                  "(about 32 bytes per block, split over the replicas); past it the oldest are "
-                  "forgotten and the report says how many (0 = no bound)")
+                  "(at most about 32 bytes per block, split over the replicas; per policy in "
+                  "compare); past it the oldest are forgotten and the report says how many (0 = "
+                  "no bound)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--threads", o->threads,
