@@ -917,7 +917,7 @@ ArrivalSighting SightAtArrival(const std::vector<KvCacheManager*>& replicas, int
   for (size_t r = 0; r < replicas.size() && known < limit; ++r) {
     if (static_cast<int>(r) == chosen) continue;
     const ShadowIndex& other = shadow_of(r);
-    if (other.ComputedBlocks(fine, num_fine, known, known + 1) > known) {
+    if (other.HasComputed(fine, known)) {
       known = other.ComputedBlocks(fine, num_fine, known + 1, limit);
     }
   }
@@ -928,7 +928,7 @@ ArrivalSighting SightAtArrival(const std::vector<KvCacheManager*>& replicas, int
   for (size_t r = 0; r < replicas.size(); ++r) {
     if (static_cast<int>(r) == chosen) continue;
     const ShadowIndex& other = shadow_of(r);
-    if (other.ComputedBlocks(fine, num_fine, here, here + 1) == here) continue;
+    if (!other.HasComputed(fine, here)) continue;
     const int64_t alive = other.AliveBlocks(fine, num_fine, limit);
     if (alive > best) {
       best = alive;

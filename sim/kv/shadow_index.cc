@@ -104,12 +104,16 @@ int64_t ShadowIndex::ComputedBlocks(const HashPair* fine, int64_t num_fine, int6
                                     int64_t max_blocks) const {
   PREFIXSIM_DCHECK(keep_computed_);
   // What a cache computed is a prefix of the request's blocks (Hold takes them from the first).
-  return PrefixRunEnd(from, std::min(max_blocks, num_fine / ratio_), [&](int64_t j) {
-    const HashPair& h = BlockHash(fine, j);
-    if (auto it = map_.find(h.hash); it != map_.end()) return it->second.check == h.check;
-    const uint64_t* retired = FindRetired(h.hash);
-    return retired != nullptr && RetiredMatches(*retired, h.check);
-  });
+  return PrefixRunEnd(from, std::min(max_blocks, num_fine / ratio_),
+                      [&](int64_t j) { return HasComputed(fine, j); });
+}
+
+bool ShadowIndex::HasComputed(const HashPair* fine, int64_t j) const {
+  PREFIXSIM_DCHECK(keep_computed_);
+  const HashPair& h = BlockHash(fine, j);
+  if (auto it = map_.find(h.hash); it != map_.end()) return it->second.check == h.check;
+  const uint64_t* retired = FindRetired(h.hash);
+  return retired != nullptr && RetiredMatches(*retired, h.check);
 }
 
 const uint64_t* ShadowIndex::FindRetired(uint64_t hash) const {

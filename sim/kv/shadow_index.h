@@ -81,8 +81,9 @@ class ShadowIndex {
     max_retired_ = max_retired;
   }
   int64_t forgotten() const { return forgotten_; }
-  // With KeepComputed: the end of the run of blocks from `from` (at most max_blocks) that this
-  // cache has computed, alive or not.
+  // With KeepComputed: whether this cache has computed U-block j, alive or not, and the end of
+  // the run of blocks from `from` (at most max_blocks) that it has computed.
+  bool HasComputed(const HashPair* fine, int64_t j) const;
   int64_t ComputedBlocks(const HashPair* fine, int64_t num_fine, int64_t from,
                          int64_t max_blocks) const;
 
