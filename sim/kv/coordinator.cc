@@ -119,21 +119,6 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   sg_eagle_ok_.resize(spec_groups_.size());
 }
 
-KvCacheCoordinator::FirstBlockTest KvCacheCoordinator::FirstBlock(const HashPair* fine,
-                                                                  int64_t num_fine, int64_t max_hit,
-                                                                  int* group,
-                                                                  HashPair* hash) const {
-  if (max_hit <= 0 || spec_groups_.empty()) return FirstBlockTest::kNoHit;
-  if (partial_hits_ || !spec_groups_[0].full_attention) return FirstBlockTest::kAnyHit;
-  const SpecGroup& fa = spec_groups_[0];
-  if (max_hit < fa.block_size || num_fine < fa.block_size / hash_block_size_) {
-    return FirstBlockTest::kNoHit;
-  }
-  *group = fa.gids[0];
-  *hash = fa.manager->BlockHash(fine, 0);
-  return FirstBlockTest::kNeedsBlock;
-}
-
 int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const HashPair* fine,
                                                 int64_t num_fine, int64_t max_hit,
                                                 int64_t alignment, std::vector<BlockId>* out,
@@ -143,7 +128,6 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
   for (int g = 0; g < num_groups(); ++g) out[g].clear();
   if (max_hit <= 0 || spec_groups_.empty()) return 0;
   if (limiting_group != nullptr) *limiting_group = spec_groups_[0].gids[0];
-  const size_t nsg = spec_groups_.size();
   // Whole blocks only: a hit starts with full attention's first block (left to right, §9.2), so
   // without it there is none; most lookups of a router's replicas end here.
   if (!partial_hits_ && spec_groups_[0].full_attention) {
@@ -161,6 +145,49 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
                                                    sg.eagle, sg.gids, out);
     return hit;
   }
+  return Reconcile(index, fine, num_fine, max_hit, alignment, /*first_hit=*/-1, out,
+                   uncached_common_prefix, limiting_group);
+}
+
+void KvCacheCoordinator::FindLongestCacheHits(const FleetIndex& index, const HashPair* fine,
+                                              int64_t num_fine, int64_t max_hit, int64_t alignment,
+                                              std::vector<BlockId>* out, int64_t* hits) {
+  const int n = index.num_replicas();
+  std::fill(hits, hits + n, 0);
+  if (max_hit <= 0 || spec_groups_.empty()) return;
+  if (partial_hits_ || !spec_groups_[0].full_attention) {
+    for (int r = 0; r < n; ++r) {
+      hits[r] = FindLongestCacheHit(index.hit_index(r), fine, num_fine, max_hit, alignment, out);
+    }
+    return;
+  }
+  // What FindLongestCacheHit tests first, for every replica at once: only the replicas holding
+  // full attention's first block can hit.
+  const SpecGroup& fa = spec_groups_[0];
+  if (max_hit < fa.block_size || num_fine < fa.block_size / hash_block_size_) return;
+  const uint64_t* first = index.Holders(fa.gids[0], fa.manager->BlockHash(fine, 0));
+  if (first == nullptr) return;
+  // Full attention's own lookup, the first of the fixed point (with the whole budget, §9.3), is
+  // the same for every replica: one walk for all of them.
+  replica_hits_.resize(n);
+  static_cast<const FullAttentionManager*>(fa.manager)
+      ->FindLongestHits(index, fine, num_fine, max_hit, alignment, fa.eagle, fa.gids, first,
+                        replica_hits_.data());
+  for (int w = 0; w < index.words(); ++w) {
+    for (uint64_t bits = first[w]; bits != 0; bits &= bits - 1) {
+      const int r = w * 64 + __builtin_ctzll(bits);
+      hits[r] = unitary() ? replica_hits_[r]
+                          : Reconcile(index.hit_index(r), fine, num_fine, max_hit, alignment,
+                                      replica_hits_[r], out, nullptr, nullptr);
+    }
+  }
+}
+
+int64_t KvCacheCoordinator::Reconcile(const HitIndex& index, const HashPair* fine, int64_t num_fine,
+                                      int64_t max_hit, int64_t alignment, int64_t first_hit,
+                                      std::vector<BlockId>* out, int64_t* uncached_common_prefix,
+                                      int* limiting_group) {
+  const size_t nsg = spec_groups_.size();
   // Hybrid fixed point (docs/semantics.md §9.3).
   std::fill(sg_looked_up_.begin(), sg_looked_up_.end(), 0);
   std::fill(sg_eagle_ok_.begin(), sg_eagle_ok_.end(), 0);
@@ -185,8 +212,18 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
         const int64_t margin = partial_hits_ ? hash_block_size_ : sg.block_size;
         limit = std::min(cur + margin, max_hit);
       }
-      const int64_t h = sg.manager->FindLongestHit(index, fine, num_fine, limit, alignment, drop,
-                                                   sg.gids, scratch_[s].data());
+      int64_t h;
+      if (s == 0 && first_pass && first_hit >= 0) {
+        // Found by the caller (FindLongestCacheHits) with the same arguments; its blocks are
+        // placeholders, for the caller reads only the hit.
+        h = first_hit;
+        for (std::vector<BlockId>& blocks : scratch_[0]) {
+          blocks.assign(CeilDiv(h, sg.block_size), kNoBlock);
+        }
+      } else {
+        h = sg.manager->FindLongestHit(index, fine, num_fine, limit, alignment, drop, sg.gids,
+                                       scratch_[s].data());
+      }
       if (first_pass && h < cur && limiting_group != nullptr) *limiting_group = sg.gids[0];
       if (drop) {
         sg_eagle_ok_[s] = 1;

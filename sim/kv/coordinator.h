@@ -11,6 +11,7 @@
 
 #include "prefixsim/kv_plan.h"
 #include "sim/kv/block_pool.h"
+#include "sim/kv/fleet_index.h"
 #include "sim/kv/single_type_manager.h"
 
 namespace prefixsim {
@@ -58,14 +59,15 @@ class KvCacheCoordinator {
                               int64_t max_hit, int64_t alignment, std::vector<BlockId>* out,
                               int64_t* uncached_common_prefix = nullptr,
                               int* limiting_group = nullptr);
-  // What FindLongestCacheHit checks first (§9.2: a whole-block hit starts with full attention's
-  // first block), for a caller that asks for many caches at once and can skip the caches without
-  // that block: kAnyHit when there is no such test (partial hits; no full-attention group),
-  // kNoHit when no cache can hit (the prompt is shorter than a block), kNeedsBlock when only a
-  // cache holding `*group`'s block `*hash` can.
-  enum class FirstBlockTest { kAnyHit, kNoHit, kNeedsBlock };
-  FirstBlockTest FirstBlock(const HashPair* fine, int64_t num_fine, int64_t max_hit, int* group,
-                            HashPair* hash) const;
+  // FindLongestCacheHit on the fleet's index for every replica: hits[r] (index.num_replicas()
+  // of them) is what FindLongestCacheHit(index.hit_index(r), ...) returns. A whole-block hit
+  // starts with full attention's blocks (§9.2), whose lookup opens the fixed point with the same
+  // arguments for every replica (§9.3): it is one walk for all the replicas holding the first
+  // block, and only the other groups' lookups, which start from its answer, run per replica.
+  // `scratch` holds num_groups() block lists; what it holds afterwards is unspecified.
+  void FindLongestCacheHits(const FleetIndex& index, const HashPair* fine, int64_t num_fine,
+                            int64_t max_hit, int64_t alignment, std::vector<BlockId>* scratch,
+                            int64_t* hits);
   // The group a hybrid-unaware router would watch: the first prefix-cacheable full-attention
   // group (else the first prefix-cacheable one), or -1.
   int primary_group() const { return spec_groups_.empty() ? -1 : spec_groups_[0].gids[0]; }
@@ -115,6 +117,13 @@ class KvCacheCoordinator {
   }
   enum class LimitRule : uint8_t { kNothing, kAll, kRounded, kEagle };
 
+  // The hybrid fixed point of FindLongestCacheHit (§9.3). `first_hit` >= 0: the first spec
+  // group's (full attention's) first lookup, already found by FindLongestCacheHits; its blocks
+  // in `out` are then placeholders.
+  int64_t Reconcile(const HitIndex& index, const HashPair* fine, int64_t num_fine, int64_t max_hit,
+                    int64_t alignment, int64_t first_hit, std::vector<BlockId>* out,
+                    int64_t* uncached_common_prefix, int* limiting_group);
+
   struct SpecGroup {
     std::vector<int> gids;
     bool full_attention = false;
@@ -147,6 +156,7 @@ class KvCacheCoordinator {
   std::vector<std::vector<std::vector<BlockId>>> scratch_;
   std::vector<int64_t> sg_hit_;
   std::vector<char> sg_looked_up_, sg_eagle_ok_;
+  std::vector<int64_t> replica_hits_;  // FindLongestCacheHits: full attention's, per replica
 };
 
 }  // namespace kv

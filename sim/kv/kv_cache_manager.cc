@@ -816,29 +816,8 @@ void PeekPromptHits(KvCacheManager& any_replica, const Request& request,
   if (!m.caching_ || max_hit <= 0) return;
   const int64_t nf =
       std::min<int64_t>(static_cast<int64_t>(hashes.size()), max_hit / m.coord_.hash_block_size());
-  auto peek = [&](int r) {
-    (*hits)[r] = m.coord_.FindLongestCacheHit(index.hit_index(r), hashes.data(), nf, max_hit,
-                                              m.coord_.hit_alignment(), m.fine_scratch_.data());
-  };
-  int group = 0;
-  HashPair first;
-  switch (m.coord_.FirstBlock(hashes.data(), nf, max_hit, &group, &first)) {
-    case KvCacheCoordinator::FirstBlockTest::kNoHit:
-      return;
-    case KvCacheCoordinator::FirstBlockTest::kAnyHit:
-      for (int r = 0; r < n; ++r) peek(r);
-      return;
-    case KvCacheCoordinator::FirstBlockTest::kNeedsBlock: {
-      const uint64_t* holders = index.Holders(group, first);
-      if (holders == nullptr) return;
-      for (int w = 0; w < index.words(); ++w) {
-        for (uint64_t bits = holders[w]; bits != 0; bits &= bits - 1) {
-          peek(w * 64 + __builtin_ctzll(bits));
-        }
-      }
-      return;
-    }
-  }
+  m.coord_.FindLongestCacheHits(index, hashes.data(), nf, max_hit, m.coord_.hit_alignment(),
+                                m.fine_scratch_.data(), hits->data());
 }
 
 void PeekPrimaryOverlaps(const KvCacheManager& any_replica, const Request& request,

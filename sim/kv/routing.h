@@ -31,7 +31,8 @@ int64_t PeekPromptHit(KvCacheManager& manager, const Request& request,
 
 // PeekPromptHit for every replica of a fleet, read on the fleet's index: (*hits)[r] is what
 // replica r's lookup would give. One coordinator serves all (the replicas run one plan), and
-// only the replicas holding the block every hit needs (KvCacheCoordinator::FirstBlock) run it.
+// walks full attention's blocks once for all the replicas
+// (KvCacheCoordinator::FindLongestCacheHits).
 void PeekPromptHits(KvCacheManager& any_replica, const Request& request,
                     const std::vector<HashPair>& hashes, const FleetIndex& index,
                     std::vector<int64_t>* hits);

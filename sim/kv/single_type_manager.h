@@ -12,6 +12,7 @@
 #include "prefixsim/kv_plan.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
+#include "sim/kv/fleet_index.h"
 
 namespace prefixsim {
 namespace kv {
@@ -133,6 +134,14 @@ class FullAttentionManager : public SingleTypeManager {
   int64_t FindLongestHit(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                          int64_t max_len, int64_t alignment, bool drop_eagle,
                          absl::Span<const int> gids, std::vector<BlockId>* out) const override;
+  // FindLongestHit on the fleet's index for every replica of `replicas` (a bitset of
+  // index.words() words) at once: hits[r] is what FindLongestHit(index.hit_index(r), ...) returns,
+  // for each r in `replicas` (the others are not written). One walk over the prompt's blocks, in
+  // which the replicas still holding the run drop out block by block, instead of one walk per
+  // replica. REQUIRES: whole blocks only (no partial hits).
+  void FindLongestHits(const FleetIndex& index, const HashPair* fine, int64_t num_fine,
+                       int64_t max_len, int64_t alignment, bool drop_eagle,
+                       absl::Span<const int> gids, const uint64_t* replicas, int64_t* hits) const;
   // With partial hits, also registers the tail block under the hash of its last H boundary.
   int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;

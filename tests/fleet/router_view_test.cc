@@ -1,9 +1,9 @@
 // The router's view of the replicas against their own lookups (docs/semantics.md §9 and
 // docs/design.md §2 "Fleet"): on generated plans of every kind, after random traffic over three
-// replicas with evictions, what a kv_aware router reads on the fleet's event-fed index
-// (kv::FleetIndex, one walk for all replicas) equals, for every replica, the hit that replica's
-// own lookup gives the same prompt, and for the replica that serves it, the admission lookup
-// (GetComputedBlocks). The replica side goes through public KvCacheManager calls only.
+// replicas (and over 67) with evictions, what a kv_aware router reads on the fleet's event-fed
+// index (kv::FleetIndex, one walk for all replicas) equals, for every replica, the hit that
+// replica's own lookup gives the same prompt, and for the replica that serves it, the admission
+// lookup (GetComputedBlocks). The replica side goes through public KvCacheManager calls only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -96,15 +96,16 @@ std::vector<uint32_t> RandomPrompt(std::mt19937_64& rng, uint32_t unique) {
   return Concat(Iota(shared, 1000000 * (prefix + 1)), Iota(tail, 100000000 + 1000 * unique));
 }
 
-TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
-  constexpr int kReplicas = 3;
-  for (const PlanCase& c : Plans(/*num_blocks=*/128)) {
+// Random traffic of `steps` prompts over `replicas` replicas of `num_blocks` blocks each, for
+// every plan kind.
+void ExpectFleetIndexGivesEveryReplicasOwnLookup(int replicas, int64_t num_blocks, int steps) {
+  for (const PlanCase& c : Plans(num_blocks)) {
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       SCOPED_TRACE(c.name + " seed " + std::to_string(seed));
       std::vector<std::unique_ptr<KvCacheManager>> kvs;
-      kv::FleetIndex index(kReplicas);
+      kv::FleetIndex index(replicas);
       std::vector<std::unique_ptr<Feed>> feeds;
-      for (int r = 0; r < kReplicas; ++r) {
+      for (int r = 0; r < replicas; ++r) {
         kvs.push_back(std::make_unique<KvCacheManager>(c.plan, testing_kv::Checked()));
         feeds.push_back(std::make_unique<Feed>(&index, r));
         kv::AttachCacheListener(*kvs[r], feeds.back().get(), &index.table());
@@ -115,7 +116,7 @@ TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
       int64_t checks = 0, nonzero = 0, differing = 0;
       std::vector<kv::HashPair> hashes;
       std::vector<int64_t> hits, runs;
-      for (int step = 0; step < 300; ++step) {
+      for (int step = 0; step < steps; ++step) {
         // One probe in four repeats the previous prompt whole (docs/semantics.md §9.1: the hit
         // stops one token short of it).
         std::vector<uint32_t> tokens = step > 0 && rng() % 4 == 0
@@ -127,8 +128,8 @@ TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
         kv::HashPrompt(*kvs[0], probe, &hashes);
         kv::PeekPromptHits(*kvs[0], probe, hashes, index, &hits);
         kv::PeekPrimaryOverlaps(*kvs[0], probe, hashes, index, &runs);
-        ASSERT_EQ(hits.size(), static_cast<size_t>(kReplicas));
-        for (int r = 0; r < kReplicas; ++r) {
+        ASSERT_EQ(hits.size(), static_cast<size_t>(replicas));
+        for (int r = 0; r < replicas; ++r) {
           EXPECT_EQ(hits[r], kv::PeekPromptHit(*kvs[r], probe, hashes))
               << "replica " << r << " step " << step;
           EXPECT_EQ(runs[r], kv::PeekPrimaryOverlap(*kvs[r], probe, hashes))
@@ -137,7 +138,7 @@ TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
         differing += *std::max_element(hits.begin(), hits.end()) !=
                      *std::min_element(hits.begin(), hits.end());
         // Then the replica that serves it: its admission lookup.
-        const int chosen = static_cast<int>(rng() % kReplicas);
+        const int chosen = static_cast<int>(rng() % replicas);
         KvCacheManager& kv = *kvs[chosen];
         KvRequestHandle h = kv.AddRequest(&probe);
         const PrefixHit hit = kv.GetComputedBlocks(h);
@@ -164,7 +165,7 @@ TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
         kv.Free(h);
         kv.RemoveRequest(probe.id);
       }
-      EXPECT_EQ(checks, 300);
+      EXPECT_EQ(checks, steps);
       EXPECT_GT(nonzero, 0) << "the traffic must produce hits for the property to mean anything";
       EXPECT_GT(differing, 0) << "the replicas must differ for the index's sets to matter";
       int64_t evicted = 0;
@@ -173,6 +174,17 @@ TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
       for (auto& kv : kvs) kv::AttachCacheListener(*kv, nullptr);
     }
   }
+}
+
+TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookup) {
+  ExpectFleetIndexGivesEveryReplicasOwnLookup(/*replicas=*/3, /*num_blocks=*/128, /*steps=*/300);
+}
+
+// Full attention's blocks are walked once for all the replicas, 64 to a word of the walk's set
+// (KvCacheCoordinator::FindLongestCacheHits): a fleet of more than one word, with small pools so
+// that every replica still evicts.
+TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookupPastOneWordOfReplicas) {
+  ExpectFleetIndexGivesEveryReplicasOwnLookup(/*replicas=*/67, /*num_blocks=*/40, /*steps=*/900);
 }
 
 }  // namespace
