@@ -111,7 +111,15 @@ absl::Status Fleet::CreateViews(int replicas) {
 void Fleet::ReplicaFeed::Drain(Fleet& fleet, int replica) {
   kv::FleetIndex& index = *fleet.exact_index_;
   CacheView* view = fleet.router_view_reads_events_ ? fleet.router_view_.get() : nullptr;
-  for (const Change& c : events_) {
+  // The events were buffered on the replica's thread; here each one's slot in the fleet's (large,
+  // cold) table is fetched a few events ahead, then the row of replicas its slot names.
+  constexpr size_t kAhead = 8;
+  const size_t n = events_.size();
+  for (size_t i = 0; i < std::min(kAhead, n); ++i) index.table().Prefetch(events_[i].key);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) index.table().Prefetch(events_[i + kAhead].key);
+    if (i + kAhead / 2 < n) index.PrefetchRow(events_[i + kAhead / 2].key);
+    const Change& c = events_[i];
     if (c.removed) {
       const bool held = index.Remove(replica, c.key);
       PREFIXSIM_DCHECK(held);  // every remove follows its store

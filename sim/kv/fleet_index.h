@@ -41,6 +41,12 @@ class FleetIndex {
   HitIndex hit_index(int replica) const {
     return HitIndex(&table_, &collisions_, rows_.data(), words_, replica);
   }
+  // Hints the CPU to fetch the row of replicas of `key`, if its slot names one (a slot fetched
+  // since Prefetch: the row is a second access that depends on it).
+  void PrefetchRow(uint64_t key) const {
+    const PrefixIndex::Slot* slot = table_.Find(key);
+    if (slot != nullptr) __builtin_prefetch(Row(*slot));
+  }
   // Whether `replica` holds a block under `key`.
   bool Holds(int replica, uint64_t key) const;
   // The replicas holding a block under (group, h): a bitset of words() words, bit i for replica

@@ -97,10 +97,7 @@ void FullAttentionManager::FindLongestHits(const FleetIndex& index, const HashPa
     }
     // The row of replicas is a second, dependent access: its slot, fetched since, names it.
     if (j + kAhead / 2 < nb) {
-      for (int g : gids) {
-        const uint64_t* row = index.Holders(g, BlockHash(fine, j + kAhead / 2));
-        if (row != nullptr) __builtin_prefetch(row);
-      }
+      for (int g : gids) index.PrefetchRow(BlockHash(fine, j + kAhead / 2).hash ^ GroupSalt(g));
     }
     const HashPair& h = BlockHash(fine, j);
     std::copy(alive.begin(), alive.end(), kept.begin());
