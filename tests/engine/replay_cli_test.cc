@@ -42,6 +42,9 @@ TEST(ReplayCliTest, WritesSummaryJsonAndCsv) {
                         " --csv " + csv);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Prefix cache hit rate"), std::string::npos) << r.output;
+  // The simulator's speed, from the wall time (issue 29: print the simulated requests per
+  // wall-second).
+  EXPECT_NE(r.output.find(" requests per wall-second)"), std::string::npos) << r.output;
   const auto j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["policy"], "new");
   EXPECT_EQ(j["requests"], 24);
@@ -67,7 +70,9 @@ TEST(ReplayCliTest, EqualRunsGiveByteIdenticalJsonWithoutWallTime) {
   const std::string a = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_det_a.json";
   const std::string b = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_det_b.json";
   const std::string args = "replay --trace " + trace + kModelEngine + " --seed 5 --no-wall-time";
-  ASSERT_EQ(RunCli(args + " --json " + a).exit_code, 0);
+  const auto first = RunCli(args + " --json " + a);
+  ASSERT_EQ(first.exit_code, 0);
+  EXPECT_EQ(first.output.find("wall"), std::string::npos) << first.output;
   ASSERT_EQ(RunCli(args + " --json " + b).exit_code, 0);
   const std::string ja = ReadFile(a);
   EXPECT_FALSE(ja.empty());
