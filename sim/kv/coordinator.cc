@@ -214,12 +214,7 @@ int64_t KvCacheCoordinator::Reconcile(const HitIndex& index, const HashPair* fin
       }
       int64_t h;
       if (s == 0 && first_pass && first_hit >= 0) {
-        // Found by the caller (FindLongestCacheHits) with the same arguments; its blocks are
-        // placeholders, for the caller reads only the hit.
-        h = first_hit;
-        for (std::vector<BlockId>& blocks : scratch_[0]) {
-          blocks.assign(CeilDiv(h, sg.block_size), kNoBlock);
-        }
+        h = first_hit;  // found by FindLongestCacheHits with these arguments
       } else {
         h = sg.manager->FindLongestHit(index, fine, num_fine, limit, alignment, drop, sg.gids,
                                        scratch_[s].data());
@@ -240,6 +235,9 @@ int64_t KvCacheCoordinator::Reconcile(const HitIndex& index, const HashPair* fin
     hit = cur;
     if (nsg == 2 && spec_groups_[0].full_attention) break;  // "simple hybrid": one pass
   }
+  PREFIXSIM_DCHECK(hit % alignment == 0);
+  // FindLongestCacheHits reads the hit only: no block table to gather.
+  if (first_hit >= 0) return hit;
   for (size_t s = 0; s < nsg; ++s) {
     const SpecGroup& sg = spec_groups_[s];
     for (size_t k = 0; k < sg.gids.size(); ++k) {
@@ -251,7 +249,6 @@ int64_t KvCacheCoordinator::Reconcile(const HitIndex& index, const HashPair* fin
       out[sg.gids[k]].swap(blocks);
     }
   }
-  PREFIXSIM_DCHECK(hit % alignment == 0);
   if (uncached_common_prefix != nullptr) *uncached_common_prefix = longest - hit;
   return hit;
 }

@@ -118,8 +118,8 @@ class KvCacheCoordinator {
   enum class LimitRule : uint8_t { kNothing, kAll, kRounded, kEagle };
 
   // The hybrid fixed point of FindLongestCacheHit (§9.3). `first_hit` >= 0: the first spec
-  // group's (full attention's) first lookup, already found by FindLongestCacheHits; its blocks
-  // in `out` are then placeholders.
+  // group's (full attention's) first lookup, already found by FindLongestCacheHits, which reads
+  // only the hit: `out` is then left as it was.
   int64_t Reconcile(const HitIndex& index, const HashPair* fine, int64_t num_fine, int64_t max_hit,
                     int64_t alignment, int64_t first_hit, std::vector<BlockId>* out,
                     int64_t* uncached_common_prefix, int* limiting_group);
