@@ -50,10 +50,14 @@ class FleetIndex {
   // Whether `replica` holds a block under `key`.
   bool Holds(int replica, uint64_t key) const;
   // The replicas holding a block under (group, h): a bitset of words() words, bit i for replica
-  // i; null when none does (or a collision: the key holds another content).
+  // i; null when none does (or a collision, counted: the key holds another content).
   const uint64_t* Holders(int group, const HashPair& h) const {
     const PrefixIndex::Slot* slot = table_.Find(h.hash ^ GroupSalt(group));
-    if (slot == nullptr || slot->tag != GroupTag(group, h)) return nullptr;
+    if (slot == nullptr) return nullptr;
+    if (slot->tag != GroupTag(group, h)) {
+      ++collisions_;
+      return nullptr;
+    }
     return Row(*slot);
   }
   int words() const { return words_; }
@@ -61,7 +65,7 @@ class FleetIndex {
   // The table, for the pools' prefetches of the slots their events will touch.
   const PrefixIndex& table() const { return table_; }
   size_t num_keys() const { return table_.size(); }
-  // Stores whose tag differed from the key's (a 64-bit key collision between two replicas'
+  // Stores and lookups whose tag differed from the key's (a 64-bit key collision between two
   // contents): ignored, so the replica's block is not seen (a missed hit at worst).
   int64_t collisions() const { return collisions_; }
 

@@ -187,5 +187,26 @@ TEST(RouterViewTest, FleetIndexGivesEveryReplicasOwnLookupPastOneWordOfReplicas)
   ExpectFleetIndexGivesEveryReplicasOwnLookup(/*replicas=*/67, /*num_blocks=*/40, /*steps=*/900);
 }
 
+// Two contents under one 64-bit key (a collision, sim/kv/block_hasher.h): the fleet's index keeps
+// the first content it stored, ignores the other's store and answers its lookups with a miss (the
+// one walk's and a replica's alike), and counts each of them.
+TEST(RouterViewTest, FleetIndexIgnoresAndCountsAnotherContentUnderOneKey) {
+  kv::FleetIndex index(2);
+  const kv::HashPair stored{0x1234, 0x5678};
+  const kv::HashPair other{0x1234, 0x9abc};
+  const uint64_t key = stored.hash ^ kv::GroupSalt(0);
+  index.Store(0, key, kv::GroupTag(0, stored));
+  ASSERT_NE(index.Holders(0, stored), nullptr);
+  EXPECT_NE(index.hit_index(0).Lookup(0, stored), kv::kNoBlock);
+  EXPECT_EQ(index.collisions(), 0);
+  index.Store(1, key, kv::GroupTag(0, other));
+  EXPECT_FALSE(index.Holds(1, key));
+  EXPECT_EQ(index.collisions(), 1);
+  EXPECT_EQ(index.Holders(0, other), nullptr);
+  EXPECT_EQ(index.collisions(), 2);
+  EXPECT_EQ(index.hit_index(0).Lookup(0, other), kv::kNoBlock);
+  EXPECT_EQ(index.collisions(), 3);
+}
+
 }  // namespace
 }  // namespace prefixsim
