@@ -113,6 +113,18 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   if (const std::string warning = PrefixCachingDisabledWarning(plan); !warning.empty()) {
     std::fprintf(stderr, "%s\n", warning.c_str());
   }
+  // A router flag on one replica routes nothing: the report is one engine's, and says so (no
+  // fleet table), but the flag was asked for and did nothing. Said once per command: by the run
+  // that carries its label (compare's first policy).
+  const EngineOverrides& asked = o.model_engine.overrides;
+  if (!progress_label.empty() && !engine.fleet.auto_replicas && engine.fleet.replicas == 1 &&
+      (asked.router || asked.router_view)) {
+    std::fprintf(stderr,
+                 "prefixsim: warning: %s routes nothing on one replica; give --replicas N (or "
+                 "auto) for a fleet\n",
+                 asked.router ? ("--router " + *asked.router).c_str()
+                              : ("--router-view " + *asked.router_view).c_str());
+  }
   absl::StatusOr<ReplayResult> result =
       run::RunReplay(o, model, engine, plan, InterruptFlag(), std::move(progress), keep_records,
                      std::move(record_sink));

@@ -81,6 +81,11 @@ class IndexedView : public CacheView {
 // The view named `config.view.kind`; InvalidArgument (naming the registered ones) otherwise, or
 // when a knob is out of range.
 absl::StatusOr<std::unique_ptr<CacheView>> NewCacheView(const CacheViewConfig& config);
+// InvalidArgument, naming the flag and the engine JSON field, when a view's knob is set but the
+// fleet's router reads the caches on another view (`effective_view`) or, empty, not at all: the
+// knob would do nothing.
+absl::Status CheckViewKnobs(const RouterViewConfig& view, std::string_view effective_view,
+                            std::string_view router);
 std::vector<std::string> RegisteredCacheViews();
 // "unknown router view 'x'; did you mean ...?" for a name that is not registered, nullopt for one
 // that is.

@@ -87,6 +87,9 @@ absl::Status Fleet::CreateViews(int replicas) {
                      "--router kv_aware --router-view ",
                      asked));
   }
+  const std::string effective_view = asked.empty() ? std::string(router_default) : asked;
+  PREFIXSIM_RETURN_IF_ERROR(
+      CheckViewKnobs(engine_.fleet.view, effective_view, std::string(router_->name())));
   if (replicas < 2) return absl::OkStatus();
   CacheViewConfig config;
   config.num_replicas = replicas;

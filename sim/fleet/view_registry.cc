@@ -58,6 +58,34 @@ absl::StatusOr<std::unique_ptr<CacheView>> NewCacheView(const CacheViewConfig& c
   return (**factory)(config);
 }
 
+absl::Status CheckViewKnobs(const RouterViewConfig& v, std::string_view effective_view,
+                            std::string_view router) {
+  struct Knob {
+    const char* flag;
+    const char* field;
+    const char* view;
+    bool set;
+  };
+  const Knob knobs[] = {
+      {"--kv-event-delay-ms", "event_delay_ms", "delayed", v.event_delay_ms != 0},
+      {"--kv-event-loss", "event_loss", "lossy", v.event_loss != 0},
+      {"--router-max-blocks", "max_blocks", "approximate", v.max_blocks != 0},
+      {"--router-ttl-s", "ttl_s", "approximate", v.ttl_s != 0},
+  };
+  for (const Knob& k : knobs) {
+    if (!k.set || effective_view == k.view) continue;
+    const std::string seen =
+        effective_view.empty()
+            ? absl::StrCat("router ", std::string(router), " does not read the caches")
+            : absl::StrCat("router ", std::string(router), " reads the caches on the ",
+                           std::string(effective_view), " view");
+    return absl::InvalidArgumentError(absl::StrCat(
+        k.flag, " (or the engine JSON's router.", k.field, ") does nothing here: ", seen,
+        ", and it applies to --router-view ", k.view, " only"));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<std::string> RegisteredCacheViews() { return Views().Names(); }
 
 std::optional<std::string> UnknownCacheViewMessage(std::string_view name) {

@@ -99,6 +99,32 @@ TEST(ReplayCliTest, ErrorsAndExitCodes) {
   const auto bad_dir =
       RunCli("replay --trace " + trace + kModelEngine + " --json /nonexistent/x.json");
   EXPECT_NE(bad_dir.exit_code, 0);
+  // A router view's knob without its view would do nothing (CacheViewTest.AKnobOfAnotherView...).
+  const auto idle_knob = RunCli("replay --trace " + trace + kModelEngine +
+                                " --replicas 2 --router kv_aware --kv-event-loss 0.2");
+  EXPECT_EQ(idle_knob.exit_code, 2) << idle_knob.output;
+  EXPECT_NE(idle_knob.output.find("--kv-event-loss"), std::string::npos) << idle_knob.output;
+}
+
+// --router on one replica routes nothing: the run goes on (one engine's report) with a warning,
+// once for compare's policies; a fleet gets none.
+TEST(ReplayCliTest, WarnsThatARouterOnOneReplicaRoutesNothing) {
+  const std::string trace = WriteTrace();
+  const auto one = RunCli("replay --trace " + trace + kModelEngine + " --router kv_aware");
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("--router kv_aware routes nothing on one replica"), std::string::npos)
+      << one.output;
+  const auto both =
+      RunCli("compare --trace " + trace + kModelEngine +
+             " --policies old,new --router kv_aware --router-view lossy --kv-event-loss 0.5");
+  EXPECT_EQ(both.exit_code, 0) << both.output;
+  const size_t first = both.output.find("routes nothing");
+  ASSERT_NE(first, std::string::npos) << both.output;
+  EXPECT_EQ(both.output.find("routes nothing", first + 1), std::string::npos) << both.output;
+  const auto fleet =
+      RunCli("replay --trace " + trace + kModelEngine + " --replicas 2 --router kv_aware");
+  EXPECT_EQ(fleet.exit_code, 0) << fleet.output;
+  EXPECT_EQ(fleet.output.find("routes nothing"), std::string::npos) << fleet.output;
 }
 
 TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {

@@ -325,5 +325,63 @@ TEST(CacheViewTest, AViewNeedsARouterThatReadsTheCaches) {
   EXPECT_NE(r.status().message().find("attention_only"), std::string::npos);
 }
 
+// A view's knob for a view the router does not read through would do nothing: the run stops
+// with an error naming the flag and the engine JSON field, not a report that looks like the
+// knob's effect (the exact view's, or an oblivious router's).
+TEST(CacheViewTest, AKnobOfAnotherViewIsAnError) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
+  struct Case {
+    const char* router;
+    const char* view;  // "" : the router's default
+    void (*set)(RouterViewConfig&);
+    const char* flag;
+  };
+  const Case cases[] = {
+      {"kv_aware", "", [](RouterViewConfig& v) { v.event_loss = 0.2; }, "--kv-event-loss"},
+      {"kv_aware", "exact", [](RouterViewConfig& v) { v.event_delay_ms = 50; },
+       "--kv-event-delay-ms"},
+      {"kv_aware", "lossy", [](RouterViewConfig& v) { v.event_delay_ms = 50; },
+       "--kv-event-delay-ms"},
+      {"kv_aware", "delayed", [](RouterViewConfig& v) { v.max_blocks = 10; },
+       "--router-max-blocks"},
+      {"kv_aware_unaligned", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "--router-ttl-s"},
+      {"round_robin", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "--router-ttl-s"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.router) + " / " + c.view + " / " + c.flag);
+    EngineConfig engine = SmallEngine(64);
+    engine.fleet.replicas = 2;
+    engine.fleet.router = c.router;
+    engine.fleet.view.kind = c.view;
+    c.set(engine.fleet.view);
+    VectorTrace trace({Req(0, 0, Iota(8, 1), 1)});
+    auto r = Replay(plan, ModelSpec{}, engine, trace, ReplayOptions{});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.flag), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("does nothing"), std::string::npos);
+  }
+  // Each knob on its own view runs.
+  const std::pair<const char*, void (*)(RouterViewConfig&)> own[] = {
+      {"delayed", [](RouterViewConfig& v) { v.event_delay_ms = 50; }},
+      {"lossy", [](RouterViewConfig& v) { v.event_loss = 0.2; }},
+      {"approximate",
+       [](RouterViewConfig& v) {
+         v.max_blocks = 10;
+         v.ttl_s = 5;
+       }},
+  };
+  for (const auto& [view, set] : own) {
+    SCOPED_TRACE(view);
+    EngineConfig engine = SmallEngine(64);
+    engine.fleet.replicas = 2;
+    engine.fleet.router = "kv_aware";
+    engine.fleet.view.kind = view;
+    set(engine.fleet.view);
+    VectorTrace trace({Req(0, 0, Iota(8, 1), 1)});
+    EXPECT_TRUE(Replay(plan, ModelSpec{}, engine, trace, ReplayOptions{}).ok());
+  }
+}
+
 }  // namespace
 }  // namespace prefixsim

@@ -40,7 +40,12 @@ TEST(FleetCliTest, OneReplicaIsByteIdenticalToThePlainReplay) {
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(ReadFile(plain), ReadFile(one));
   EXPECT_EQ(ReadFile(plain_csv), ReadFile(one_csv));
-  EXPECT_EQ(a.output, b.output);
+  // The same summary, after a warning that the router routes nothing.
+  ASSERT_GE(b.output.size(), a.output.size());
+  EXPECT_EQ(b.output.substr(b.output.size() - a.output.size()), a.output);
+  EXPECT_NE(b.output.substr(0, b.output.size() - a.output.size()).find("routes nothing"),
+            std::string::npos)
+      << b.output;
   EXPECT_EQ(nlohmann::json::parse(ReadFile(one)).count("fleet"), 0u);
 }
 
