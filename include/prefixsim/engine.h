@@ -229,6 +229,10 @@ struct FleetSummary {
   int64_t routing_regret_tokens = 0;
   int64_t best_replica_hit_tokens = 0;
   int64_t requests_with_regret = 0;
+  // Requests the router's rule could not place and what it did with them (sim/fleet/router.h,
+  // Router::fallback); 0 and "" when it placed every one.
+  int64_t router_fallback_requests = 0;
+  std::string router_fallback;
 };
 
 // A new counter here is listed once in ForEachMergedCounter, which MergeCounters (the fleet's

@@ -411,6 +411,8 @@ ReplayResult Fleet::Collect() {
     summary.routing_regret_tokens = routing_regret_tokens_;
     summary.best_replica_hit_tokens = best_replica_hit_tokens_;
     summary.requests_with_regret = requests_with_regret_;
+    summary.router_fallback_requests = router_->fallback_requests();
+    if (summary.router_fallback_requests > 0) summary.router_fallback = router_->fallback();
     r.fleet = std::move(summary);
   }
   r.wall_time_s =

@@ -55,6 +55,12 @@ class Router {
   virtual std::string_view default_view() const { return ""; }
   // The replica, in [0, num_replicas), that serves `request`, which arrives now.
   virtual int Route(const Request& request, const FleetView& fleet) = 0;
+  // Requests the router's rule could not place, so far, and where they went instead (e.g.
+  // session's "without a session id went to the least loaded replica"): the report says so, as a
+  // run whose trace defeats its router is not that router's result. "" for routers whose rule
+  // places every request.
+  virtual int64_t fallback_requests() const { return 0; }
+  virtual std::string_view fallback() const { return ""; }
 };
 
 // The replica with the fewest outstanding tokens; ties go to the lowest index.

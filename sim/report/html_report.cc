@@ -860,6 +860,11 @@ std::string FleetCard(const ReplayResult& r, int index) {
                     "</span> view of the caches");
   absl::StrAppend(&s, "</li><li>load imbalance ", Number(f.imbalance, 2),
                   " (max / mean requests per replica; 1 is even)</li>");
+  if (f.router_fallback_requests > 0) {
+    absl::StrAppend(&s, "<li class=\"router-fallback\">router <span class=\"math\">",
+                    Escape(f.router), "</span>: ", f.router_fallback_requests, " requests ",
+                    Escape(f.router_fallback), "</li>");
+  }
   if (f.replicas > 1) {
     absl::StrAppend(&s, "<li class=\"routing-regret\" data-tokens=\"", f.routing_regret_tokens,
                     "\">routing regret ", f.routing_regret_tokens, " tokens (",

@@ -24,6 +24,10 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
   j["routing_regret_tokens"] = f.routing_regret_tokens;
   j["best_replica_hit_tokens"] = f.best_replica_hit_tokens;
   j["requests_with_regret"] = f.requests_with_regret;
+  if (f.router_fallback_requests > 0) {
+    j["router_fallback_requests"] = f.router_fallback_requests;
+    j["router_fallback"] = f.router_fallback;
+  }
   j["trace_span_s"] = static_cast<double>(f.trace_span_ns) / 1e9;
   j["per_replica"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < f.per_replica.size(); ++i) {

@@ -26,6 +26,10 @@ std::string FleetSection(const FleetSummary& f, const std::string& policy = "") 
   if (f.overlap_weight > 0) absl::StrAppendFormat(&s, " (overlap weight %g)", f.overlap_weight);
   if (!f.router_view.empty()) absl::StrAppendFormat(&s, " on the %s view", f.router_view);
   absl::StrAppendFormat(&s, ", load imbalance %.2f (max / mean requests)\n", f.imbalance);
+  if (f.router_fallback_requests > 0) {
+    absl::StrAppendFormat(&s, "  router %s: %d requests %s\n", f.router, f.router_fallback_requests,
+                          f.router_fallback);
+  }
   if (f.replicas > 1) {
     absl::StrAppendFormat(&s,
                           "  routing regret: %d tokens (%.2f%% of the best replicas' hits %d), "

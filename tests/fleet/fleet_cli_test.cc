@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli_runner.h"
@@ -47,6 +48,24 @@ TEST(FleetCliTest, OneReplicaIsByteIdenticalToThePlainReplay) {
             std::string::npos)
       << b.output;
   EXPECT_EQ(nlohmann::json::parse(ReadFile(one)).count("fleet"), 0u);
+}
+
+// The chat sample has no session ids: the session router places none of its requests by session,
+// and the text and JSON reports say so rather than passing least_loaded off as session affinity.
+TEST(FleetCliTest, SessionOnATraceWithoutSessionsSaysWhereTheRequestsWent) {
+  const std::string json = Temp("session.json");
+  auto r = RunCli("replay --trace " + kChat + kKimi +
+                  " --policy new --replicas 4 --router session --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(ReadFile(json));
+  const int64_t requests = j["requests"].get<int64_t>();
+  ASSERT_GT(requests, 0);
+  EXPECT_EQ(j["fleet"]["router_fallback_requests"].get<int64_t>(), requests);
+  EXPECT_NE(r.output.find(absl::StrCat("router session: ", requests,
+                                       " requests without a session id went to the least "
+                                       "loaded replica")),
+            std::string::npos)
+      << r.output;
 }
 
 double HitRate(const std::string& router, int replicas, const std::string& json) {

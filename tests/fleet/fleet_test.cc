@@ -162,6 +162,15 @@ TEST(FleetTest, SessionKeepsEverySessionOnOneReplica) {
     used.insert(*replicas.begin());
   }
   EXPECT_GT(used.size(), 1u);  // 6 sessions do not all hash to one of 4 replicas
+  // The requests without a session went to the least loaded replica, and the report says how many.
+  ASSERT_TRUE(r.fleet.has_value());
+  EXPECT_EQ(r.fleet->router_fallback_requests, 6);
+  EXPECT_NE(r.fleet->router_fallback.find("without a session id"), std::string::npos);
+  for (Request& q : reqs) q.session_id = "s";
+  const ReplayResult all = MustReplayFleet(Unitary(LayerKind::kFullAttention, 4, 200),
+                                           SmallEngine(64), reqs, 4, "session");
+  EXPECT_EQ(all.fleet->router_fallback_requests, 0);
+  EXPECT_TRUE(all.fleet->router_fallback.empty());
 }
 
 // The session router's consistent-hash ring (sim/fleet/routers/session.cc): 64 points per replica

@@ -39,14 +39,22 @@ class SessionRouter final : public Router {
   }
   std::string_view name() const override { return "session"; }
   int Route(const Request& request, const FleetView& fleet) override {
-    if (request.session_id.empty()) return LeastLoadedReplica(fleet);
+    if (request.session_id.empty()) {
+      ++without_session_;
+      return LeastLoadedReplica(fleet);
+    }
     const uint64_t h = HashString(request.session_id);
     auto it = std::lower_bound(ring_.begin(), ring_.end(), std::make_pair(h, 0));
     if (it == ring_.end()) it = ring_.begin();
     return it->second;
   }
+  int64_t fallback_requests() const override { return without_session_; }
+  std::string_view fallback() const override {
+    return "without a session id went to the least loaded replica";
+  }
 
  private:
+  int64_t without_session_ = 0;
   std::vector<std::pair<uint64_t, int>> ring_;  // (point, replica), sorted
 };
 
