@@ -111,10 +111,11 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
                             static_cast<double>(prev.sim_time_ns) <= kSpanSlack * span;
       if (spans_ok && last.ttft_p99_ms > kTtftFloorRatio * prev.ttft_p99_ms) {
         return absl::FailedPreconditionError(absl::StrFormat(
-            "--replicas auto: p99 TTFT stays at %.0f ms with %d replicas and %.0f ms with %d, "
+            "--replicas auto: p99 TTFT stays at %.0f ms with %d replica%s and %.0f ms with %d, "
             "above the SLO of %.0f ms: it is the prefill time of the trace's longest prompts, "
             "which no fleet size shortens; raise --ttft-slo-ms (or give --replicas N)",
-            prev.ttft_p99_ms, prev.replicas, last.ttft_p99_ms, last.replicas,
+            prev.ttft_p99_ms, prev.replicas, prev.replicas == 1 ? "" : "s", last.ttft_p99_ms,
+            last.replicas,
             engine.fleet.ttft_slo_ms));
       }
     }
