@@ -81,7 +81,8 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
     // A trace whose requests all arrive at once has no span to keep up with: the SLO decides.
     const bool span_ok = span_ns == 0 || static_cast<double>(result.sim_time_ns) <=
                                              kSpanSlack * static_cast<double>(span_ns);
-    p.keeps_up = span_ok && result.ttft.p99_ms <= engine.fleet.ttft_slo_ms;
+    // Nor is a fleet the report would call overloaded (a loose SLO alone could pass one).
+    p.keeps_up = span_ok && !result.overloaded && result.ttft.p99_ms <= engine.fleet.ttft_slo_ms;
     probes.push_back(p);
     return result;
   };
@@ -115,8 +116,7 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
             "above the SLO of %.0f ms: it is the prefill time of the trace's longest prompts, "
             "which no fleet size shortens; raise --ttft-slo-ms (or give --replicas N)",
             prev.ttft_p99_ms, prev.replicas, prev.replicas == 1 ? "" : "s", last.ttft_p99_ms,
-            last.replicas,
-            engine.fleet.ttft_slo_ms));
+            last.replicas, engine.fleet.ttft_slo_ms));
       }
     }
     if (hi >= kMaxAutoReplicas) {

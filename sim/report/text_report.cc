@@ -114,11 +114,12 @@ std::string OverloadWarning(const ReplayResult& r) {
   const double sim = static_cast<double>(r.sim_time_ns) / 1e9;
   return absl::StrFormat(
       "OVERLOADED: policy %s's engine fell behind the trace: it ran %.0f s for a %.0f s trace "
-      "(%.1fx), mean TTFT %.1f s, p99 %.1f s. Requests queued for most of the run, so the hit "
+      "(%.1fx), TTFT mean %.1f s, median %.1f s, p99 %.1f s. Requests queued, so the hit "
       "rate reflects the queue and its preemptions as much as the policy. Replay with enough "
       "replicas to keep up (--replicas auto --router kv_aware) or with slower arrivals "
       "(--time-scale).",
-      r.policy, sim, span, span > 0 ? sim / span : 0.0, r.ttft.mean_ms / 1e3, r.ttft.p99_ms / 1e3);
+      r.policy, sim, span, span > 0 ? sim / span : 0.0, r.ttft.mean_ms / 1e3, r.ttft.p50_ms / 1e3,
+      r.ttft.p99_ms / 1e3);
 }
 
 std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {

@@ -106,6 +106,31 @@ TEST(ProgressGuardTest, AnEngineThatFallsBehindIsOverloaded) {
   EXPECT_EQ(ReplayResultToJson(ok)["overloaded"], false);
 }
 
+// A minute of queue is an overload however long the trace (fleet.cc, IsOverloaded): a burst at
+// the end of a long trace that takes two minutes to drain, and a backlog in the middle of one
+// that is gone by its last arrival but made most requests wait minutes for their first token.
+TEST(ProgressGuardTest, AMinuteOfQueueIsAnOverloadWhateverTheSpan) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 4096);
+  EngineConfig engine = SmallEngine(64, /*step_us=*/10000);
+  engine.max_num_seqs = 1;  // 10 s per request (1,000 steps of 10 ms), one at a time
+  std::vector<Request> burst;
+  for (int i = 0; i < 10; ++i) burst.push_back(Req(i, i * 100'000.0, Iota(8, 100 * i + 1), 1));
+  for (int i = 10; i < 22; ++i) burst.push_back(Req(i, 2'000'000.0, Iota(8, 100 * i + 1), 1000));
+  const ReplayResult late = testing_engine::MustReplay(plan, engine, burst);
+  const int64_t drain = late.sim_time_ns - late.trace_span_ns;
+  EXPECT_GT(drain, 60'000'000'000);
+  EXPECT_LT(drain, late.trace_span_ns / 10);  // what the span's 10% used to let through
+  EXPECT_TRUE(late.overloaded);
+  std::vector<Request> backlog;
+  for (int i = 0; i < 20; ++i) backlog.push_back(Req(i, i * 1000.0, Iota(8, 100 * i + 1), 1000));
+  backlog.push_back(Req(20, 1'000'000.0, Iota(8, 5001), 1));
+  const ReplayResult mid = testing_engine::MustReplay(plan, engine, backlog);
+  EXPECT_LT(mid.sim_time_ns - mid.trace_span_ns, 60'000'000'000);
+  EXPECT_GT(mid.ttft.p50_ms, 60'000);
+  EXPECT_TRUE(mid.overloaded);
+  EXPECT_THAT(FormatReplaySummary(mid), HasSubstr("OVERLOADED"));
+}
+
 // The tail of one long request after the last arrival is not an overload: under a minute of
 // drain is allowed whatever the span.
 TEST(ProgressGuardTest, ALongLastRequestIsNotAnOverload) {

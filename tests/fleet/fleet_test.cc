@@ -447,6 +447,35 @@ TEST(FleetTest, AutoSizingAcceptsASpanExactlyAtTheSlack) {
   EXPECT_TRUE(f.probes[0].keeps_up);
 }
 
+// A loose SLO does not let --replicas auto pick a fleet its own report calls overloaded: a long
+// trace ending in a burst of 12 requests of 10 s each (one at a time per replica) keeps one
+// replica's span within 1.1 x and its p99 TTFT within 200 s, but queues them two minutes.
+TEST(FleetTest, AutoSizingNeverPicksAnOverloadedFleet) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 10; ++i) reqs.push_back(Req(i, i * 100'000.0, Iota(8, 100 * i + 1), 1));
+  for (int i = 10; i < 22; ++i) reqs.push_back(Req(i, 2'000'000.0, Iota(8, 100 * i + 1), 1000));
+  EngineConfig e = SmallEngine(64, /*step_us=*/10000);
+  e.max_num_seqs = 1;
+  e.fleet.auto_replicas = true;
+  e.fleet.router = "least_loaded";
+  e.fleet.ttft_slo_ms = 200'000;
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 4096);
+  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    return std::make_unique<VectorTrace>(reqs);
+  };
+  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const FleetSummary& f = *result->fleet;
+  ASSERT_FALSE(f.probes.empty());
+  EXPECT_EQ(f.probes[0].replicas, 1);
+  EXPECT_LE(static_cast<double>(f.probes[0].sim_time_ns),
+            1.1 * static_cast<double>(f.trace_span_ns));
+  EXPECT_LE(f.probes[0].ttft_p99_ms, 200'000);
+  EXPECT_FALSE(f.probes[0].keeps_up);  // yet overloaded: two minutes of queue
+  EXPECT_GT(f.replicas, 1);
+  EXPECT_FALSE(result->overloaded);
+}
+
 TEST(FleetTest, AutoSizingNamesAnUnreachableSlo) {
   // Every request alone needs 20 steps of 2 ms before its first token (160-token prompts, an
   // 8-token budget): p99 TTFT >= 40 ms on an idle replica, so a 10 ms SLO is out of reach and the
