@@ -83,7 +83,8 @@ class IndexedView : public CacheView {
 absl::StatusOr<std::unique_ptr<CacheView>> NewCacheView(const CacheViewConfig& config);
 // InvalidArgument, naming the flag and the engine JSON field, when a view's knob is set but the
 // fleet's router reads the caches on another view (`effective_view`) or, empty, not at all: the
-// knob would do nothing.
+// knob would do nothing; or when the delayed or lossy view has no delay or loss: it would be the
+// exact view, reported under another name.
 absl::Status CheckViewKnobs(const RouterViewConfig& view, std::string_view effective_view,
                             std::string_view router);
 std::vector<std::string> RegisteredCacheViews();

@@ -65,13 +65,20 @@ absl::Status CheckViewKnobs(const RouterViewConfig& v, std::string_view effectiv
     const char* field;
     const char* view;
     bool set;
+    bool required;  // the view's whole effect: without it the view is the exact one
   };
   const Knob knobs[] = {
-      {"--kv-event-delay-ms", "event_delay_ms", "delayed", v.event_delay_ms != 0},
-      {"--kv-event-loss", "event_loss", "lossy", v.event_loss != 0},
-      {"--router-max-blocks", "max_blocks", "approximate", v.max_blocks != 0},
-      {"--router-ttl-s", "ttl_s", "approximate", v.ttl_s != 0},
+      {"--kv-event-delay-ms", "event_delay_ms", "delayed", v.event_delay_ms != 0, true},
+      {"--kv-event-loss", "event_loss", "lossy", v.event_loss != 0, true},
+      {"--router-max-blocks", "max_blocks", "approximate", v.max_blocks != 0, false},
+      {"--router-ttl-s", "ttl_s", "approximate", v.ttl_s != 0, false},
   };
+  for (const Knob& k : knobs) {
+    if (!k.required || k.set || effective_view != k.view) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--router-view ", k.view, " without ", k.flag, " (or the engine JSON's router.", k.field,
+        ") is the exact view: give ", k.flag, " above 0, or --router-view exact"));
+  }
   for (const Knob& k : knobs) {
     if (!k.set || effective_view == k.view) continue;
     const std::string seen =

@@ -340,9 +340,17 @@ TEST(CacheViewTest, AKnobOfAnotherViewIsAnError) {
       {"kv_aware", "", [](RouterViewConfig& v) { v.event_loss = 0.2; }, "--kv-event-loss"},
       {"kv_aware", "exact", [](RouterViewConfig& v) { v.event_delay_ms = 50; },
        "--kv-event-delay-ms"},
-      {"kv_aware", "lossy", [](RouterViewConfig& v) { v.event_delay_ms = 50; },
+      {"kv_aware", "lossy",
+       [](RouterViewConfig& v) {
+         v.event_loss = 0.2;
+         v.event_delay_ms = 50;
+       },
        "--kv-event-delay-ms"},
-      {"kv_aware", "delayed", [](RouterViewConfig& v) { v.max_blocks = 10; },
+      {"kv_aware", "delayed",
+       [](RouterViewConfig& v) {
+         v.event_delay_ms = 5;
+         v.max_blocks = 10;
+       },
        "--router-max-blocks"},
       {"kv_aware_unaligned", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "--router-ttl-s"},
       {"round_robin", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "--router-ttl-s"},
@@ -361,7 +369,21 @@ TEST(CacheViewTest, AKnobOfAnotherViewIsAnError) {
     EXPECT_NE(r.status().message().find(c.flag), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("does nothing"), std::string::npos);
   }
-  // Each knob on its own view runs.
+  // The delayed and lossy views without their delay or loss are the exact view by another name.
+  for (const char* view : {"delayed", "lossy"}) {
+    SCOPED_TRACE(view);
+    EngineConfig engine = SmallEngine(64);
+    engine.fleet.replicas = 2;
+    engine.fleet.router = "kv_aware";
+    engine.fleet.view.kind = view;
+    VectorTrace trace({Req(0, 0, Iota(8, 1), 1)});
+    auto r = Replay(plan, ModelSpec{}, engine, trace, ReplayOptions{});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("is the exact view"), std::string::npos)
+        << r.status().message();
+  }
+  // Each knob on its own view runs, and the approximate view needs none.
   const std::pair<const char*, void (*)(RouterViewConfig&)> own[] = {
       {"delayed", [](RouterViewConfig& v) { v.event_delay_ms = 50; }},
       {"lossy", [](RouterViewConfig& v) { v.event_loss = 0.2; }},
@@ -370,6 +392,7 @@ TEST(CacheViewTest, AKnobOfAnotherViewIsAnError) {
          v.max_blocks = 10;
          v.ttl_s = 5;
        }},
+      {"approximate", [](RouterViewConfig&) {}},
   };
   for (const auto& [view, set] : own) {
     SCOPED_TRACE(view);
