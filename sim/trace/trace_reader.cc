@@ -68,9 +68,8 @@ class StreamingTraceReader : public TraceReader {
         auto more = lines_->Next(&line);
         if (!more.ok()) return more.status();
         if (!*more) {
-          done_ = true;
           stats_.bytes = lines_->bytes_consumed();
-          return false;
+          return End();
         }
       }
       stats_.bytes = lines_->bytes_consumed();
@@ -105,10 +104,7 @@ class StreamingTraceReader : public TraceReader {
         continue;
       }
       // Arrivals never go backwards after clamping, so nothing later can be inside the window.
-      if (end_ns_ > 0 && since_first >= end_ns_) {
-        done_ = true;
-        return false;
-      }
+      if (end_ns_ > 0 && since_first >= end_ns_) return End();
       if (sample_threshold_ != std::numeric_limits<uint64_t>::max() &&
           MixPair(options_.seed, info.sampling_key) >= sample_threshold_) {
         ++stats_.skipped_by_sampling;
@@ -128,6 +124,18 @@ class StreamingTraceReader : public TraceReader {
 
   std::string_view format() const override { return format_; }
   bool has_prefix_identity() const override { return has_prefix_identity_; }
+
+  // The trace is over. A window or sample that kept none of its records is an error: the replay
+  // of nothing would report a hit rate of 0.
+  absl::StatusOr<bool> End() {
+    done_ = true;
+    if (stats_.requests > 0 || stats_.records == 0) return false;
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": no record falls in the trace window and sample (--trace-start-s ",
+        options_.start_s, ", --trace-end-s ", options_.end_s, ", --session-sample ",
+        options_.session_sample_fraction, "): ", stats_.records, " records read, arriving over ",
+        static_cast<double>(previous_ns_ - first_ns_) * 1e-9, " s from the first"));
+  }
   const TraceReadStats& stats() const override { return stats_; }
   void set_has_prefix_identity(bool value) { has_prefix_identity_ = value; }
 

@@ -58,6 +58,29 @@ TEST(TraceOptionsTest, TimeWindowIsRelativeToTheFirstRecordAndArrivalsToTheFirst
   EXPECT_EQ(result.stats.skipped_by_window, 3);
 }
 
+// A window or sample that keeps no record is bad input (exit 2), not a replay of nothing with a
+// hit rate of 0: past the last record, between two records, or a sample too thin for the trace.
+TEST(TraceOptionsTest, AWindowOrSampleThatKeepsNothingIsAnError) {
+  std::string text;
+  for (int i = 0; i < 10; ++i) text += MooncakeLine(100'000 + i * 1000);
+  const std::string path = WriteTemp("empty_window.jsonl", text);
+  for (const TraceOptions& options :
+       {TraceOptions{.format = "", .start_s = 60},
+        TraceOptions{.format = "", .start_s = 2.2, .end_s = 2.8},
+        TraceOptions{.format = "", .session_sample_fraction = 1e-9, .seed = 1}}) {
+    auto result = ReadAll(path, options);
+    ASSERT_FALSE(result.status.ok());
+    EXPECT_EQ(result.status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ExitCodeFor(result.status), 2);
+    EXPECT_NE(result.status.message().find(path), std::string::npos) << result.status;
+    EXPECT_NE(result.status.message().find("no record falls in the trace window"),
+              std::string::npos)
+        << result.status;
+  }
+  // One record kept is a trace.
+  EXPECT_TRUE(ReadAll(path, {.format = "", .start_s = 9}).status.ok());
+}
+
 TEST(TraceOptionsTest, TimeScaleStretchesArrivals) {
   std::string path =
       WriteTemp("t.jsonl", MooncakeLine(0) + MooncakeLine(1000) + MooncakeLine(3000));
