@@ -12,7 +12,8 @@ void AddTraceOptionFlags(CLI::App* command, TraceOptions* options) {
                           absl::StrJoin(RegisteredTraceFormats(), ", "));
   command->add_option("--trace-block-tokens", options->trace_block_tokens,
                       "Tokens per hash id in hash-id traces (default: mooncake 512, bailian 16)");
-  command->add_option("--max-requests", options->max_requests, "Replay at most N requests (0: all)");
+  command->add_option("--max-requests", options->max_requests,
+                      "Replay at most N requests (0: all)");
   command->add_option("--trace-start-s", options->start_s,
                       "Skip requests before this many seconds after the trace's first record");
   command->add_option("--trace-end-s", options->end_s,
