@@ -1,7 +1,9 @@
 #include "sim/cli/common.h"
 
+#include <cmath>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/status.h"
@@ -24,6 +26,24 @@ CLI::Validator ByteSizeValidator() {
       /*validator_desc=*/"");
 }
 
+namespace {
+
+CLI::Validator NumberAtLeast(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& value) -> std::string {
+        double x = 0;
+        if (!absl::SimpleAtod(value, &x) || std::isnan(x)) return "'" + value + "' is not a number";
+        if (positive ? x > 0 : x >= 0) return "";
+        return "'" + value + "' is not " + (positive ? "positive" : "0 or more");
+      },
+      positive ? "NUMBER>0" : "NUMBER>=0");
+}
+
+}  // namespace
+
+CLI::Validator PositiveNumber() { return NumberAtLeast(true); }
+CLI::Validator NonNegativeNumber() { return NumberAtLeast(false); }
+
 void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   cmd->add_option("--model,-m", options->model,
                   "model JSON, HuggingFace config.json or model directory (its config.json), or "
@@ -35,7 +55,7 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   auto* g =
       cmd->add_option_group("engine overrides", "override numeric options of the engine JSON");
   g->add_option("--block-size", o.block_size, "primary block size (tokens)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   g->add_option("--kv-cache-bytes", o.kv_cache_bytes,
                 "KV cache memory: bytes, or a size with a unit (64GiB, 1.5TiB, 512MiB; KiB..TiB "
                 "are powers of 1024, KB..TB powers of 1000)")
@@ -44,23 +64,22 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   g->add_option("--num-gpu-blocks", o.num_gpu_blocks, "KV blocks (replaces --kv-cache-bytes)")
       ->check(CLI::Range(int64_t{2}, std::numeric_limits<int64_t>::max()));
   g->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")
-      ->check(CLI::PositiveNumber);
-  g->add_option("--max-num-seqs", o.max_num_seqs, "max running requests")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
+  g->add_option("--max-num-seqs", o.max_num_seqs, "max running requests")->check(PositiveNumber());
   g->add_option("--max-model-len", o.max_model_len, "max tokens per request")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   g->add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                 "cap on prefill tokens per request per step (0 = off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   g->add_option("--prefix-match-unit", o.prefix_match_unit, "hash block size override (tokens)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   g->add_option("--tensor-parallel-size", o.tensor_parallel_size,
                 "TP ranks: attention KV heads split over them (one per rank at least), MLA "
                 "latent replicated, mamba states split; kv_cache_bytes stays per GPU")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   g->add_option("--num-speculative-tokens", o.num_speculative_tokens,
                 "draft tokens per step (0 turns speculative decoding off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                 "KV dtype of every attention layer: auto (the model's), bf16, fp16, fp8, fp32");
   g->add_option("--mamba-spec-boundary-states", o.mamba_spec_boundary_states,

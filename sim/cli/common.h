@@ -27,6 +27,11 @@ using run::ModelEngineOptions;
 // (->check() validates a copy) and the option can be an int64.
 CLI::Validator ByteSizeValidator();
 
+// Validators for numeric options whose failures read "flag: '0' is not a positive number" (CLI11's
+// own PositiveNumber and NonNegativeNumber print the whole range of a double).
+CLI::Validator PositiveNumber();
+CLI::Validator NonNegativeNumber();
+
 // Adds --model, --engine and the override flags to `cmd`.
 void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options);
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/status.h"
+#include "sim/cli/common.h"
 
 namespace prefixsim::cli {
 
@@ -27,18 +28,18 @@ void AddKvEventsCliOptions(CLI::App* cmd, KvEventsCliOptions* o, bool with_zmq) 
   cmd->add_option("--kv-events-wait-subscribers", o->wait_subscribers,
                   "before replaying, wait until this many subscribers subscribed to each "
                   "replica's socket (so that none misses the first batches)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_option("--kv-events-wait-timeout", o->wait_timeout_s,
                   "give up waiting for subscribers after this many seconds")
       ->capture_default_str();
   cmd->add_option("--kv-events-linger", o->linger_s,
                   "keep the ZMQ sockets open this many seconds after the last batch (replay "
                   "requests are served meanwhile)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_flag("--realtime", o->realtime,
                 "publish each batch at its simulated time (wall clock from the start)");
   cmd->add_option("--speedup", o->speedup, "with --realtime: simulated seconds per wall second")
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveNumber())
       ->capture_default_str();
 }
 

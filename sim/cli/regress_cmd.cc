@@ -44,7 +44,7 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--update", o->update,
                 "rewrite the baseline with every metric of this run (keyed by dotted path)");
   cmd->add_option("--jobs,-j", o->jobs, "points run in parallel (default: cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_option("--format", o->format,
                   "report format: text (the rows that moved, under each point's axes), markdown "
                   "(a table for a pull-request comment) or junit (JUnit XML, one testcase per "

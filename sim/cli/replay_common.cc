@@ -33,14 +33,14 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
   cmd->add_option("--active-params", o->active_params,
                   "analytic cost model: active parameters per forward pass (default: estimated "
                   "from the layer count)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_option("--hit-rate-window", o->hit_rate_window,
                   "requests in the window of the logged (recent) hit rate")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   cmd->add_option("--check-invariants-every", o->check_invariants_every,
                   "check the KV cache's invariants after every Nth step (soak runs; 0 = never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_flag("--check-invariants", o->check_invariants,
                 "run the KV cache invariant checker after every operation (slow)");
   cmd->add_flag("--no-wall-time", o->no_wall_time,
@@ -50,11 +50,11 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                   "stop a thrashing replay (exit 1) once a replica preempts this many times "
                   "without finishing a request (0 = never)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_option("--max-steps-without-finish", o->max_steps_without_finish,
                   "stop a replay (exit 1) once a replica runs this many steps without finishing "
                   "a request (0 = never; default 2 x max_model_len + 10000)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_flag("--no-miss-causes", o->no_miss_causes,
                 "do not split each admission's tokens into miss causes (saves the attribution's "
                 "time and its per-prefix history)");
@@ -112,6 +112,15 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   // The KV manager says nothing itself (docs/design.md §2: only the CLI prints).
   if (const std::string warning = PrefixCachingDisabledWarning(plan); !warning.empty()) {
     std::fprintf(stderr, "%s\n", warning.c_str());
+  }
+  // A block size the plan could not use (mamba alignment raises it, as vLLM does with a log line).
+  if (!progress_label.empty() && engine.block_size &&
+      plan.primary_block_size != *engine.block_size) {
+    std::fprintf(stderr,
+                 "prefixsim: warning: block size %d (--block-size or the engine JSON's block_size) "
+                 "is not the plan's: its attention block size is %lld (prefixsim resolve says "
+                 "why)\n",
+                 *engine.block_size, static_cast<long long>(plan.primary_block_size));
   }
   // A router flag on one replica routes nothing: the report is one engine's, and says so (no
   // fleet table), but the flag was asked for and did nothing. Said once per command: by the run

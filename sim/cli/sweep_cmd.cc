@@ -91,7 +91,7 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--grid,-g", o->grid, "scenario file (JSON)");
   cmd->add_option("--out,-o", o->out, "output directory");
   cmd->add_option("--jobs,-j", o->jobs, "points run in parallel (default: cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   cmd->add_option("--shard", o->shard, "run only the points with index = I mod N (I/N)");
   cmd->add_flag("--resume", o->resume, "keep the points already written in DIR, run the rest");
   cmd->add_flag("--no-wall-time", o->no_wall_time,
@@ -101,7 +101,7 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
                 "print the sbatch lines that run the grid as a job array plus a dependent merge");
   cmd->add_flag("--submit", o->submit, "with --slurm: submit them (sbatch --parsable)");
   cmd->add_option("--shards", o->shards, "with --slurm: array tasks (default: one per point)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   cmd->add_option("--sbatch-args", o->sbatch_args,
                   "with --slurm: extra sbatch options for both jobs (e.g. \"-p short\")");
   cmd->footer("Scenario keys (base, axes): " + absl::StrJoin(grid::KnownKeys(), ", ") +

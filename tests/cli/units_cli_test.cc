@@ -62,6 +62,22 @@ TEST(UnitsCliTest, KvCacheBytesTakesASizeAndGivesTheSamePlanAsTheByteCount) {
             bytes.output);
 }
 
+// Every numeric flag's bound reads as one short line (CLI11's own checks print DBL_MAX's 309
+// digits).
+TEST(UnitsCliTest, ANumberOutOfBoundsNamesTheFlagInOneShortLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--max-num-seqs 0", "--max-num-seqs: '0' is not positive"},
+      {"--max-num-seqs x", "--max-num-seqs: 'x' is not a number"},
+      {"--num-speculative-tokens -1", "--num-speculative-tokens: '-1' is not 0 or more"},
+  };
+  for (const auto& [flag, message] : cases) {
+    const auto r = RunCli("resolve" + std::string(kLlama) + " " + flag);
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(message)) << r.output;
+    EXPECT_THAT(r.output, Not(HasSubstr("000000000000000000000000000000"))) << r.output;
+  }
+}
+
 TEST(UnitsCliTest, BadKvCacheBytesNamesTheFlagAndTheFormsInOneShortLine) {
   for (const char* bad : {"64XB", "-1GiB", "0", "99999999999999999999"}) {
     const auto r = RunCli("resolve" + std::string(kLlama) + " --kv-cache-bytes " + bad);

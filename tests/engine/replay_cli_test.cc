@@ -127,6 +127,23 @@ TEST(ReplayCliTest, WarnsThatARouterOnOneReplicaRoutesNothing) {
   EXPECT_EQ(fleet.output.find("routes nothing"), std::string::npos) << fleet.output;
 }
 
+// A block size the plan raised (mamba alignment, docs/semantics.md) gets a warning naming what
+// the plan uses; one it kept gets none.
+TEST(ReplayCliTest, WarnsWhenThePlanDoesNotUseTheGivenBlockSize) {
+  const std::string trace = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_chat.jsonl";
+  const auto raised = RunCli("replay --trace " + trace +
+                             " --model kimi-k3-like --engine kimi-k3-dspark --block-size 16");
+  EXPECT_EQ(raised.exit_code, 0) << raised.output;
+  EXPECT_NE(raised.output.find("block size 16 (--block-size or the engine JSON's block_size) is "
+                               "not the plan's: its attention block size is 1536"),
+            std::string::npos)
+      << raised.output;
+  const auto kept = RunCli("replay --trace " + trace +
+                           " --model llama-3.1-8b --engine llama-3.1-8b --block-size 32");
+  EXPECT_EQ(kept.exit_code, 0) << kept.output;
+  EXPECT_EQ(kept.output.find("is not the plan's"), std::string::npos) << kept.output;
+}
+
 TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
   const std::string trace = WriteTrace();
   const std::string json = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_compare.json";
