@@ -1,5 +1,6 @@
 // `prefixsim compare`: one trace replayed under several block-size policies in parallel threads,
 // side by side with deltas against the first policy (docs/design.md §4.1).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -54,6 +55,16 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     }
     if (policies.empty()) {
       ctx.exit_code = ReportError("compare", absl::InvalidArgumentError("--policies is empty"));
+      return;
+    }
+    // A policy twice compares a run with itself, and both would write its --kv-events file.
+    for (size_t i = 0; i < policies.size(); ++i) {
+      if (std::find(policies.begin(), policies.begin() + i, policies[i]) == policies.begin() + i) {
+        continue;
+      }
+      ctx.exit_code =
+          ReportError("compare", absl::InvalidArgumentError(absl::StrCat(
+                                     "--policies: '", policies[i], "' is given twice")));
       return;
     }
     // Outputs first: a path that cannot be written fails now, not after the whole comparison.

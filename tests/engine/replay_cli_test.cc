@@ -172,6 +172,11 @@ TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
   EXPECT_EQ(page.find("href="), std::string::npos);
   EXPECT_EQ(RunCli("compare --trace " + trace + kModelEngine + " --policies old,nope").exit_code,
             2);
+  // A policy twice would compare a run with itself (and write one --kv-events file twice).
+  const auto twice = RunCli("compare --trace " + trace + kModelEngine + " --policies new,old,new");
+  EXPECT_EQ(twice.exit_code, 2) << twice.output;
+  EXPECT_NE(twice.output.find("--policies: 'new' is given twice"), std::string::npos)
+      << twice.output;
 }
 
 TEST(ReplayCliTest, SharesTheTraceShapingFlagsOfAnalyze) {
