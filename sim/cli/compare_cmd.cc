@@ -132,6 +132,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
         kv_events[i] = *std::move(opened);
       }
     }
+    WarnAboutSettingsWithoutEffect(run, loaded->engine, plans.front());
     ParallelFor(plans.size(), run.threads, [&](size_t i) {
       ReplayCliOptions policy_run = run;
       if (kv_events[i] != nullptr) policy_run.kv_event_sink = kv_events[i]->SinkFactory();

@@ -116,6 +116,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
         return recorders.back().get();
       };
     }
+    WarnAboutSettingsWithoutEffect(run, loaded->engine, *plan);
     auto result = RunReplay(run, loaded->model, loaded->engine, *plan, "parity",
                             /*keep_records=*/!options->html.html_path.empty());
     if (!result.ok()) {

@@ -132,6 +132,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
       kv_events = *std::move(opened);
       run.kv_event_sink = kv_events->SinkFactory();
     }
+    WarnAboutSettingsWithoutEffect(run, loaded->engine, *plan);
     auto result = RunReplay(run, loaded->model, loaded->engine, *plan, "replay",
                             /*keep_records=*/!options->html.html_path.empty(), sink);
     if (!result.ok()) {

@@ -113,9 +113,17 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
   if (const std::string warning = PrefixCachingDisabledWarning(plan); !warning.empty()) {
     std::fprintf(stderr, "%s\n", warning.c_str());
   }
+  absl::StatusOr<ReplayResult> result =
+      run::RunReplay(o, model, engine, plan, InterruptFlag(), std::move(progress), keep_records,
+                     std::move(record_sink));
+  if (printed && terminal) std::fprintf(stderr, "\n");
+  return result;
+}
+
+void WarnAboutSettingsWithoutEffect(const ReplayCliOptions& o, const EngineConfig& engine,
+                                    const KvPlan& plan) {
   // A block size the plan could not use (mamba alignment raises it, as vLLM does with a log line).
-  if (!progress_label.empty() && engine.block_size &&
-      plan.primary_block_size != *engine.block_size) {
+  if (engine.block_size && plan.primary_block_size != *engine.block_size) {
     std::fprintf(stderr,
                  "prefixsim: warning: block size %d (--block-size or the engine JSON's block_size) "
                  "is not the plan's: its attention block size is %lld (prefixsim resolve says "
@@ -123,22 +131,17 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& o, const ModelSpe
                  *engine.block_size, static_cast<long long>(plan.primary_block_size));
   }
   // A router flag on one replica routes nothing: the report is one engine's, and says so (no
-  // fleet table), but the flag was asked for and did nothing. Said once per command: by the run
-  // that carries its label (compare's first policy).
+  // fleet table), but the flag was asked for and did nothing.
   const EngineOverrides& asked = o.model_engine.overrides;
-  if (!progress_label.empty() && !engine.fleet.auto_replicas && engine.fleet.replicas == 1 &&
+  if (!engine.fleet.auto_replicas && engine.fleet.replicas == 1 &&
       (asked.router || asked.router_view)) {
+    const std::string flag =
+        asked.router ? "--router " + *asked.router : "--router-view " + *asked.router_view;
     std::fprintf(stderr,
                  "prefixsim: warning: %s routes nothing on one replica; give --replicas N (or "
                  "auto) for a fleet\n",
-                 asked.router ? ("--router " + *asked.router).c_str()
-                              : ("--router-view " + *asked.router_view).c_str());
+                 flag.c_str());
   }
-  absl::StatusOr<ReplayResult> result =
-      run::RunReplay(o, model, engine, plan, InterruptFlag(), std::move(progress), keep_records,
-                     std::move(record_sink));
-  if (printed && terminal) std::fprintf(stderr, "\n");
-  return result;
 }
 
 absl::Status WriteOutput(const std::string& path, std::string_view contents) {

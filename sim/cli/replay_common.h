@@ -32,6 +32,12 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayCliOptions& options, const Mo
                                        const std::string& progress_label, bool keep_records = true,
                                        std::function<void(const RequestRecord&)> record_sink = {});
 
+// Warns on stderr about settings the run will not use (a block size the plan raised, a router on
+// one replica). Once per command, before its replays (compare: with its first policy's plan; the
+// primary block size does not depend on the policy).
+void WarnAboutSettingsWithoutEffect(const ReplayCliOptions& options, const EngineConfig& engine,
+                                    const KvPlan& plan);
+
 // Writes `contents` to `path` ("-" = stdout) through WriteFileAtomically (sim/util/atomic_file.h).
 absl::Status WriteOutput(const std::string& path, std::string_view contents);
 

@@ -392,6 +392,15 @@ TEST(FleetTest, FleetTotalsAreSumsOfReplicas) {
   EXPECT_EQ(r.ttft.count, 40);
 }
 
+// --replicas auto over `reqs`.
+absl::StatusOr<ReplayResult> AutoSize(const KvPlan& plan, const EngineConfig& engine,
+                                      const std::vector<Request>& reqs) {
+  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    return std::make_unique<VectorTrace>(reqs);
+  };
+  return ReplayWithFleetSizing(plan, ModelSpec{}, engine, open, ReplayOptions{});
+}
+
 TEST(FleetTest, AutoSizingFindsTheSmallestFleetThatKeepsUp) {
   // 200 requests, one every 10 ms, each needing ~20 steps of 2 ms (max_num_seqs 1): one replica
   // falls far behind; enough replicas keep the 2 s span.
@@ -403,10 +412,7 @@ TEST(FleetTest, AutoSizingFindsTheSmallestFleetThatKeepsUp) {
   e.fleet.router = "least_loaded";
   e.fleet.ttft_slo_ms = 100;
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 200);
-  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
-    return std::make_unique<VectorTrace>(reqs);
-  };
-  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  auto result = AutoSize(plan, e, reqs);
   ASSERT_TRUE(result.ok()) << result.status();
   const FleetSummary& f = *result->fleet;
   ASSERT_TRUE(f.auto_sized);
@@ -434,10 +440,7 @@ TEST(FleetTest, AutoSizingAcceptsASpanExactlyAtTheSlack) {
   e.fleet.router = "least_loaded";
   e.fleet.ttft_slo_ms = 1000;
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
-  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
-    return std::make_unique<VectorTrace>(reqs);
-  };
-  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  auto result = AutoSize(plan, e, reqs);
   ASSERT_TRUE(result.ok()) << result.status();
   const FleetSummary& f = *result->fleet;
   EXPECT_EQ(f.trace_span_ns, 1'000'000'000);
@@ -460,10 +463,7 @@ TEST(FleetTest, AutoSizingNeverPicksAnOverloadedFleet) {
   e.fleet.router = "least_loaded";
   e.fleet.ttft_slo_ms = 200'000;
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 4096);
-  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
-    return std::make_unique<VectorTrace>(reqs);
-  };
-  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  auto result = AutoSize(plan, e, reqs);
   ASSERT_TRUE(result.ok()) << result.status();
   const FleetSummary& f = *result->fleet;
   ASSERT_FALSE(f.probes.empty());
@@ -486,10 +486,7 @@ TEST(FleetTest, AutoSizingNamesAnUnreachableSlo) {
   e.fleet.auto_replicas = true;
   e.fleet.ttft_slo_ms = 10;
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 400);
-  const TraceOpener open = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
-    return std::make_unique<VectorTrace>(reqs);
-  };
-  auto result = ReplayWithFleetSizing(plan, ModelSpec{}, e, open, ReplayOptions{});
+  auto result = AutoSize(plan, e, reqs);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(result.status().message().find("raise --ttft-slo-ms"), std::string::npos)
