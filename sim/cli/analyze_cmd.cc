@@ -120,14 +120,17 @@ void AddAnalyzeCommand(CLI::App& app, CommandContext& ctx) {
                       "number)")
           ->delimiter(',')
           ->check(kCapacityBlocks);
-  cmd->add_option("--capacities", flags->capacities,
-                  "Alias of --capacity-blocks, kept for old scripts: counts blocks, not bytes "
-                  "(a size such as 64GiB is refused)")
-      ->delimiter(',')
-      ->check(kCapacityBlocks)
-      ->excludes(capacity_blocks);
+  CLI::Option* capacities =
+      cmd->add_option("--capacities", flags->capacities,
+                      "Alias of --capacity-blocks, kept for old scripts: counts blocks, not bytes "
+                      "(a size such as 64GiB is refused)")
+          ->delimiter(',')
+          ->check(kCapacityBlocks)
+          ->excludes(capacity_blocks);
   cmd->add_flag("--no-capacity-curve", flags->no_capacity_curve,
-                "Skip the capacity curve (saves 4 bytes per prompt block of memory)");
+                "Skip the capacity curve (saves 4 bytes per prompt block of memory)")
+      ->excludes(capacity_blocks)
+      ->excludes(capacities);
   cmd->add_option("--json", flags->json_out, "Write the JSON report to this file");
   cmd->callback([flags, &ctx] {
     absl::Status status = RunAnalyze(*flags);

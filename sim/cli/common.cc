@@ -77,19 +77,22 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
                 "TP ranks: attention KV heads split over them (one per rank at least), MLA "
                 "latent replicated, mamba states split; kv_cache_bytes stays per GPU")
       ->check(PositiveNumber());
-  g->add_option("--num-speculative-tokens", o.num_speculative_tokens,
-                "draft tokens per step (0 turns speculative decoding off)")
-      ->check(NonNegativeNumber());
+  CLI::Option* num_speculative_tokens =
+      g->add_option("--num-speculative-tokens", o.num_speculative_tokens,
+                    "draft tokens per step (0 turns speculative decoding off)")
+          ->check(NonNegativeNumber());
   g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                 "KV dtype of every attention layer: auto (the model's), bf16, fp16, fp8, fp32");
   g->add_option("--mamba-spec-boundary-states", o.mamba_spec_boundary_states,
                 "align-mode mamba states at block boundaries crossed inside a verify step: "
                 "cached (vLLM) or skipped");
-  g->add_option("--speculative-method", o.speculative_method, "eagle, eagle3, mtp, dspark, ...");
+  CLI::Option* speculative_method = g->add_option("--speculative-method", o.speculative_method,
+                                                  "eagle, eagle3, mtp, dspark, ...");
   g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
   g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
-  g->add_flag("--no-spec", o.no_speculative,
-              "turn speculative decoding off (drops drafter layers)");
+  g->add_flag("--no-spec", o.no_speculative, "turn speculative decoding off (drops drafter layers)")
+      ->excludes(num_speculative_tokens)
+      ->excludes(speculative_method);
 }
 
 void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {

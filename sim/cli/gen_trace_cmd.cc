@@ -19,6 +19,7 @@ struct GenTraceFlags {
   std::string out;
   std::string format = "mooncake";
   int64_t block_tokens = 512;
+  bool block_tokens_given = false;
 };
 
 absl::Status RunGenTrace(const GenTraceFlags& flags) {
@@ -27,6 +28,10 @@ absl::Status RunGenTrace(const GenTraceFlags& flags) {
                                                    flags.format, "'; one of mooncake, tokens"));
   }
   if (flags.block_tokens < 1) return absl::InvalidArgumentError("--block-tokens must be positive");
+  if (flags.block_tokens_given && flags.format != "mooncake") {
+    return absl::InvalidArgumentError(
+        "--block-tokens sets the tokens per hash id of --format mooncake; a tokens trace has none");
+  }
   PREFIXSIM_RETURN_IF_ERROR(CheckOutputFile(flags.out, "--out"));
   PREFIXSIM_ASSIGN_OR_RETURN(std::vector<GeneratedRequest> requests,
                              GenerateWorkload(flags.workload));
@@ -65,7 +70,9 @@ void AddGenTraceCommand(CLI::App& app, CommandContext& ctx) {
                   "Tokens per hash id in mooncake output (readers need --trace-block-tokens "
                   "unless 512)")
       ->capture_default_str();
-  cmd->callback([flags, &ctx] {
+  CLI::Option* block_tokens = cmd->get_option("--block-tokens");
+  cmd->callback([flags, block_tokens, &ctx] {
+    flags->block_tokens_given = block_tokens->count() > 0;
     absl::Status status = RunGenTrace(*flags);
     if (!status.ok()) std::cerr << "prefixsim gen-trace: " << status.message() << "\n";
     ctx.exit_code = ExitCodeFor(status);

@@ -74,12 +74,16 @@ void AddKernelBenchCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--mla-q-heads", options->mla_q_heads, "query heads of MLA layers per rank")
       ->capture_default_str();
-  cmd->add_flag("--dry-run", options->dry_run, "print the grid and exit (no GPU needed)");
+  CLI::Option* dry_run =
+      cmd->add_flag("--dry-run", options->dry_run, "print the grid and exit (no GPU needed)");
   cmd->add_option("--emit-grid", options->emit_grid,
                   "write the grid file for bench/cuda's tool here (- = stdout)");
-  cmd->add_option("--out", options->out, "measured CSV (real run)")->capture_default_str();
+  cmd->add_option("--out", options->out, "measured CSV (real run)")
+      ->capture_default_str()
+      ->excludes(dry_run);
   cmd->add_option("--time-budget-s", options->budget_s, "real run: stop timing after this long")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(dry_run);
   cmd->callback([options, &ctx] {
     cuda::GridAxes axes;
     for (absl::Status s : {ParseList(options->batches, "--batches", &axes.batches),

@@ -11,36 +11,48 @@
 namespace prefixsim::cli {
 
 void AddKvEventsCliOptions(CLI::App* cmd, KvEventsCliOptions* o, bool with_zmq) {
-  cmd->add_option("--kv-events", o->file,
-                  "write vLLM's KV cache events (one EventBatch per engine step) to this file; "
-                  "compare writes one file per policy (FILE with .POLICY before its extension)");
+  CLI::Option* file = cmd->add_option(
+      "--kv-events", o->file,
+      "write vLLM's KV cache events (one EventBatch per engine step) to this file; "
+      "compare writes one file per policy (FILE with .POLICY before its extension)");
   cmd->add_option("--kv-events-format", o->format,
                   "msgpack (vLLM's payloads, each after a 4-byte big-endian length) or jsonl")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(file);
   if (!with_zmq) return;
-  cmd->add_option("--kv-events-zmq", o->zmq_endpoint,
-                  "publish the KV events as vLLM does: PUB socket bound here (tcp://HOST:PORT; "
-                  "replica r of a fleet binds PORT + r)");
-  cmd->add_option("--kv-events-topic", o->zmq_topic, "the ZMQ topic frame (default empty)");
+  // The publisher's settings do nothing without the publisher: CLI11 refuses them (exit 2).
+  CLI::Option* zmq =
+      cmd->add_option("--kv-events-zmq", o->zmq_endpoint,
+                      "publish the KV events as vLLM does: PUB socket bound here (tcp://HOST:PORT; "
+                      "replica r of a fleet binds PORT + r)");
+  cmd->add_option("--kv-events-topic", o->zmq_topic, "the ZMQ topic frame (default empty)")
+      ->needs(zmq);
   cmd->add_option("--kv-events-replay", o->zmq_replay_endpoint,
                   "a ROUTER socket bound here serves past batches on request, as vLLM's "
-                  "replay_endpoint (replica r: PORT + r)");
+                  "replay_endpoint (replica r: PORT + r)")
+      ->needs(zmq);
   cmd->add_option("--kv-events-wait-subscribers", o->wait_subscribers,
                   "before replaying, wait until this many subscribers subscribed to each "
                   "replica's socket (so that none misses the first batches)")
-      ->check(NonNegativeNumber());
+      ->check(NonNegativeNumber())
+      ->needs(zmq);
   cmd->add_option("--kv-events-wait-timeout", o->wait_timeout_s,
                   "give up waiting for subscribers after this many seconds")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(zmq);
   cmd->add_option("--kv-events-linger", o->linger_s,
                   "keep the ZMQ sockets open this many seconds after the last batch (replay "
                   "requests are served meanwhile)")
-      ->check(NonNegativeNumber());
-  cmd->add_flag("--realtime", o->realtime,
-                "publish each batch at its simulated time (wall clock from the start)");
+      ->check(NonNegativeNumber())
+      ->needs(zmq);
+  CLI::Option* realtime =
+      cmd->add_flag("--realtime", o->realtime,
+                    "publish each batch at its simulated time (wall clock from the start)")
+          ->needs(zmq);
   cmd->add_option("--speedup", o->speedup, "with --realtime: simulated seconds per wall second")
       ->check(PositiveNumber())
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(realtime);
 }
 
 std::string KvEventsFileFor(const std::string& file, std::string_view policy) {
@@ -57,12 +69,6 @@ absl::StatusOr<std::unique_ptr<KvEventsOutput>> KvEventsOutput::Open(
   std::unique_ptr<KvEventsOutput> out(new KvEventsOutput());
   out->options_ = options;
   PREFIXSIM_ASSIGN_OR_RETURN(out->format_, events::ParseEventLogFormat(options.format));
-  if (options.realtime && options.zmq_endpoint.empty()) {
-    return absl::InvalidArgumentError("--realtime paces --kv-events-zmq; give an endpoint");
-  }
-  if (!options.zmq_replay_endpoint.empty() && options.zmq_endpoint.empty()) {
-    return absl::InvalidArgumentError("--kv-events-replay needs --kv-events-zmq");
-  }
   if (!path.empty()) {
     PREFIXSIM_ASSIGN_OR_RETURN(out->file_, AtomicFileWriter::Open(path));
   }

@@ -41,16 +41,19 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
       "missing from the baseline); 2: bad input; 1: runtime failure (docs/scenarios.md)");
   cmd->add_option("--suite,-s", o->suite, "suite: a scenario file with tolerances")->required();
   cmd->add_option("--baseline,-b", o->baseline, "baseline JSON (point id -> metrics)")->required();
-  cmd->add_flag("--update", o->update,
-                "rewrite the baseline with every metric of this run (keyed by dotted path)");
+  CLI::Option* update =
+      cmd->add_flag("--update", o->update,
+                    "rewrite the baseline with every metric of this run (keyed by dotted path)");
   cmd->add_option("--jobs,-j", o->jobs, "points run in parallel (default: cores)")
       ->check(NonNegativeNumber());
   cmd->add_option("--format", o->format,
                   "report format: text (the rows that moved, under each point's axes), markdown "
                   "(a table for a pull-request comment) or junit (JUnit XML, one testcase per "
                   "point x metric)")
-      ->check(CLI::IsMember({"text", "markdown", "junit"}));
-  cmd->add_option("--output,-o", o->output, "write the report to FILE instead of stdout");
+      ->check(CLI::IsMember({"text", "markdown", "junit"}))
+      ->excludes(update);
+  cmd->add_option("--output,-o", o->output, "write the report to FILE instead of stdout")
+      ->excludes(update);
   cmd->callback([o, &ctx] {
     auto suite = grid::LoadScenario(o->suite);
     if (!suite.ok()) {

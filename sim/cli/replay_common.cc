@@ -15,9 +15,19 @@
 #include "prefixsim/status.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/trace_flags.h"
+#include "sim/fleet/router.h"
 #include "sim/util/atomic_file.h"
 
 namespace prefixsim::cli {
+namespace {
+
+// Whether the router registered as `name` reads --overlap-weight.
+bool RouterWeighsOverlap(const std::string& name) {
+  absl::StatusOr<std::unique_ptr<fleet::Router>> router = fleet::NewRouter(name, {});
+  return router.ok() && (*router)->uses_overlap_weight();
+}
+
+}  // namespace
 
 void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
   cmd->add_option("--trace,-t", o->trace,
@@ -55,16 +65,18 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
                   "stop a replay (exit 1) once a replica runs this many steps without finishing "
                   "a request (0 = never; default 2 x max_model_len + 10000)")
       ->check(NonNegativeNumber());
-  cmd->add_flag("--no-miss-causes", o->no_miss_causes,
-                "do not split each admission's tokens into miss causes (saves the attribution's "
-                "time and its per-prefix history)");
+  CLI::Option* no_miss_causes = cmd->add_flag(
+      "--no-miss-causes", o->no_miss_causes,
+      "do not split each admission's tokens into miss causes (saves the attribution's "
+      "time and its per-prefix history)");
   cmd->add_option("--miss-causes-memory-mb", o->miss_causes_memory_mb,
                   "bound on what miss attribution remembers of prefixes computed and since lost "
                   "(at most about 32 bytes per block, split over the replicas; per policy in "
                   "compare); past it the oldest are forgotten and the report says how many (0 = "
                   "no bound)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->excludes(no_miss_causes);
   cmd->add_option("--threads", o->threads,
                   "threads a fleet's replicas step on between arrivals, shared with compare's "
                   "policies (default: cores; the reports and --kv-events streams are the same for "
@@ -130,17 +142,33 @@ void WarnAboutSettingsWithoutEffect(const ReplayCliOptions& o, const EngineConfi
                  "why)\n",
                  *engine.block_size, static_cast<long long>(plan.primary_block_size));
   }
-  // A router flag on one replica routes nothing: the report is one engine's, and says so (no
-  // fleet table), but the flag was asked for and did nothing.
+  // Fleet flags that this run's fleet does not read: the report is right, but the flag was asked
+  // for and did nothing.
   const EngineOverrides& asked = o.model_engine.overrides;
-  if (!engine.fleet.auto_replicas && engine.fleet.replicas == 1 &&
-      (asked.router || asked.router_view)) {
-    const std::string flag =
-        asked.router ? "--router " + *asked.router : "--router-view " + *asked.router_view;
+  const FleetConfig& fleet_config = engine.fleet;
+  const bool one_replica = !fleet_config.auto_replicas && fleet_config.replicas == 1;
+  if (one_replica && (asked.router || asked.router_view || asked.overlap_weight)) {
+    const std::string flag = asked.router        ? "--router " + *asked.router
+                             : asked.router_view ? "--router-view " + *asked.router_view
+                                                 : "--overlap-weight";
     std::fprintf(stderr,
                  "prefixsim: warning: %s routes nothing on one replica; give --replicas N (or "
                  "auto) for a fleet\n",
                  flag.c_str());
+  } else if (asked.overlap_weight && !RouterWeighsOverlap(fleet_config.router)) {
+    std::vector<std::string> weighing;
+    for (const std::string& name : fleet::RegisteredRouters()) {
+      if (RouterWeighsOverlap(name)) weighing.push_back(name);
+    }
+    std::fprintf(stderr,
+                 "prefixsim: warning: --overlap-weight does nothing with router %s (read by %s)\n",
+                 fleet_config.router.c_str(), absl::StrJoin(weighing, ", ").c_str());
+  }
+  if (asked.ttft_slo_ms && !fleet_config.auto_replicas) {
+    std::fprintf(stderr,
+                 "prefixsim: warning: --ttft-slo-ms sizes --replicas auto and does nothing on a "
+                 "fleet of a given size (%d %s)\n",
+                 fleet_config.replicas, fleet_config.replicas == 1 ? "replica" : "replicas");
   }
 }
 

@@ -90,20 +90,33 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       "DIR/points/, merged DIR/results.csv and DIR/results.json");
   cmd->add_option("--grid,-g", o->grid, "scenario file (JSON)");
   cmd->add_option("--out,-o", o->out, "output directory");
-  cmd->add_option("--jobs,-j", o->jobs, "points run in parallel (default: cores)")
-      ->check(NonNegativeNumber());
-  cmd->add_option("--shard", o->shard, "run only the points with index = I mod N (I/N)");
+  CLI::Option* jobs =
+      cmd->add_option("--jobs,-j", o->jobs, "points run in parallel (default: cores)")
+          ->check(NonNegativeNumber());
+  CLI::Option* shard =
+      cmd->add_option("--shard", o->shard, "run only the points with index = I mod N (I/N)");
   cmd->add_flag("--resume", o->resume, "keep the points already written in DIR, run the rest");
   cmd->add_flag("--no-wall-time", o->no_wall_time,
                 "omit wall_time_s so that equal sweeps are byte-identical");
   cmd->add_flag("--quiet,-q", o->quiet, "no line per finished point on stderr");
-  cmd->add_flag("--slurm", o->slurm,
-                "print the sbatch lines that run the grid as a job array plus a dependent merge");
-  cmd->add_flag("--submit", o->submit, "with --slurm: submit them (sbatch --parsable)");
+  // The array's tasks shard the grid and run a task's points on its CPUs
+  // (scripts/slurm/sweep.sbatch), so --shard and --jobs would do nothing there; the Slurm options
+  // do nothing without --slurm (and --submit alone would run the grid here, not on the cluster).
+  CLI::Option* slurm =
+      cmd->add_flag(
+             "--slurm", o->slurm,
+             "print the sbatch lines that run the grid as a job array plus a dependent merge")
+          ->excludes(shard)
+          ->excludes(jobs);
+  CLI::Option* submit =
+      cmd->add_flag("--submit", o->submit, "with --slurm: submit them (sbatch --parsable)");
+  submit->needs(slurm);
   cmd->add_option("--shards", o->shards, "with --slurm: array tasks (default: one per point)")
-      ->check(PositiveNumber());
+      ->check(PositiveNumber())
+      ->needs(slurm);
   cmd->add_option("--sbatch-args", o->sbatch_args,
-                  "with --slurm: extra sbatch options for both jobs (e.g. \"-p short\")");
+                  "with --slurm: extra sbatch options for both jobs (e.g. \"-p short\")")
+      ->needs(slurm);
   cmd->footer("Scenario keys (base, axes): " + absl::StrJoin(grid::KnownKeys(), ", ") +
               "\nFormat: docs/scenarios.md");
   auto* merge = cmd->add_subcommand(
