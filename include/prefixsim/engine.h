@@ -203,6 +203,9 @@ struct AutoSizeProbe {
   // The probe stopped thrashing (ReplayOptions::max_preemptions_without_finish): too small a
   // fleet; sim_time_ns and ttft_p99_ms are then unknown (0).
   bool thrashed = false;
+  // The probe's own report would say OVERLOADED (ReplayResult::overloaded): it does not keep up
+  // even where its span and p99 TTFT pass.
+  bool overloaded = false;
 };
 
 // Present when the replay ran a fleet (more than one replica, or --replicas auto).

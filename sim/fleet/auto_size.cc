@@ -78,11 +78,12 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
     p.replicas = n;
     p.sim_time_ns = result.sim_time_ns;
     p.ttft_p99_ms = result.ttft.p99_ms;
+    p.overloaded = result.overloaded;
     // A trace whose requests all arrive at once has no span to keep up with: the SLO decides.
     const bool span_ok = span_ns == 0 || static_cast<double>(result.sim_time_ns) <=
                                              kSpanSlack * static_cast<double>(span_ns);
     // Nor is a fleet the report would call overloaded (a loose SLO alone could pass one).
-    p.keeps_up = span_ok && !result.overloaded && result.ttft.p99_ms <= engine.fleet.ttft_slo_ms;
+    p.keeps_up = span_ok && !p.overloaded && result.ttft.p99_ms <= engine.fleet.ttft_slo_ms;
     probes.push_back(p);
     return result;
   };

@@ -331,10 +331,8 @@ namespace {
 
 // An engine that keeps up with its trace finishes soon after the last arrival: within the
 // longest requests' own latency. One that falls behind drains a queue that grew over the whole
-// trace. The slack (10% of the span, and at least a minute for the tail of long requests) is the
-// same order as --replicas auto's 1.1 x span criterion.
-// A minute of queue: an engine that keeps up drains its last requests in seconds (under 10 s on
-// every fleet of docs/results.md that keeps up), and a median request that waits this long for
+// trace. A minute of queue: an engine that keeps up drains its last requests in seconds (under 10 s
+// on every fleet of docs/results.md that keeps up), and a median request that waits this long for
 // its first token was queued, not computed. A share of the span instead (it was 10%) let a
 // two-replica Mooncake fleet through: 196 s of drain, median TTFT 116 s, hit rate 0.09%.
 constexpr int64_t kOverloadNs = 60'000'000'000;

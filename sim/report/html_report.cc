@@ -879,8 +879,8 @@ std::string FleetCard(const ReplayResult& r, int index) {
   }
   if (f.auto_sized) {
     absl::StrAppend(&s,
-                    "<li><span class=\"math\">--replicas auto</span>: the smallest fleet whose "
-                    "simulated span is at most 1.1 &times; the trace span (",
+                    "<li><span class=\"math\">--replicas auto</span>: the smallest fleet not "
+                    "overloaded whose simulated span is at most 1.1 &times; the trace span (",
                     Number(static_cast<double>(f.trace_span_ns) / 1e9, 1),
                     " s) and whose p99 TTFT is within ", Number(f.ttft_slo_ms, 0),
                     " ms; sizes in the order tried:</li>");
@@ -894,7 +894,10 @@ std::string FleetCard(const ReplayResult& r, int index) {
     const double span_s = static_cast<double>(f.trace_span_ns) / 1e9;
     for (const AutoSizeProbe& p : f.probes) {
       const double sim_s = static_cast<double>(p.sim_time_ns) / 1e9;
-      const char* verdict = p.keeps_up ? "keeps up" : p.thrashed ? "thrashed" : "falls behind";
+      const char* verdict = p.keeps_up     ? "keeps up"
+                            : p.thrashed   ? "thrashed"
+                            : p.overloaded ? "overloaded"
+                                           : "falls behind";
       // A thrashed probe stopped early: its span and TTFT are unknown, not 0.
       absl::StrAppend(
           &s, "<tr data-replicas=\"", p.replicas, "\"",

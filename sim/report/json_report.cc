@@ -50,6 +50,7 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
                         {"ttft_p99_ms", p.ttft_p99_ms},
                         {"keeps_up", p.keeps_up}});
       if (p.thrashed) probes.back()["thrashed"] = true;
+      if (p.overloaded) probes.back()["overloaded"] = true;
     }
     j["auto"] = {{"ttft_slo_ms", f.ttft_slo_ms}, {"span_slack", 1.1}, {"probes", probes}};
   }

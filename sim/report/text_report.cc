@@ -43,13 +43,17 @@ std::string FleetSection(const FleetSummary& f, const std::string& policy = "") 
   }
   if (f.auto_sized) {
     absl::StrAppendFormat(&s,
-                          "  --replicas auto: smallest fleet with simulated span <= 1.1 x trace "
-                          "span (%.1f s) and p99 TTFT <= %.0f ms; tried",
+                          "  --replicas auto: smallest fleet not overloaded, with simulated span "
+                          "<= 1.1 x trace span (%.1f s) and p99 TTFT <= %.0f ms; tried",
                           static_cast<double>(f.trace_span_ns) / 1e9, f.ttft_slo_ms);
     for (const AutoSizeProbe& p : f.probes) {
-      absl::StrAppendFormat(&s, " %d%s", p.replicas, p.keeps_up ? "+" : p.thrashed ? "!" : "-");
+      absl::StrAppendFormat(&s, " %d%s", p.replicas,
+                            p.keeps_up     ? "+"
+                            : p.thrashed   ? "!"
+                            : p.overloaded ? "~"
+                                           : "-");
     }
-    s += " (+ keeps up, ! thrashed)\n";
+    s += " (+ keeps up, ~ overloaded, ! thrashed)\n";
   }
   absl::StrAppendFormat(&s, "  %7s %9s %9s %9s %11s %9s %8s\n", "replica", "requests", "finished",
                         "hit rate", "preemptions", "evicted", "KV use");

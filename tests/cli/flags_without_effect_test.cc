@@ -47,7 +47,8 @@ INSTANTIATE_TEST_SUITE_P(
     Commands, RefusedFlagTest,
     ::testing::Values(
         // vLLM's ZMQ publisher's settings (docs/kv-events.md) without --kv-events-zmq.
-        RefusedCase{"Topic", kReplay + " --kv-events-topic kv", "--kv-events-topic requires --kv-events-zmq"},
+        RefusedCase{"Topic", kReplay + " --kv-events-topic kv",
+                    "--kv-events-topic requires --kv-events-zmq"},
         RefusedCase{"Replay", kReplay + " --kv-events-replay tcp://127.0.0.1:1",
                     "--kv-events-replay requires --kv-events-zmq"},
         RefusedCase{"WaitSubscribers", kReplay + " --kv-events-wait-subscribers 1",
@@ -69,23 +70,24 @@ INSTANTIATE_TEST_SUITE_P(
                     "excludes --no-spec"},
         RefusedCase{"NoSpecWithMethod", kReplay + " --no-spec --speculative-method mtp",
                     "excludes --no-spec"},
-        RefusedCase{"MissCausesBoundWithout", kReplay + " --no-miss-causes --miss-causes-memory-mb 8",
+        RefusedCase{"MissCausesBoundWithout",
+                    kReplay + " --no-miss-causes --miss-causes-memory-mb 8",
                     "--no-miss-causes excludes --miss-causes-memory-mb"},
-        // --submit alone used to run the whole grid here instead of on the cluster.
+        // --submit alone would run the whole grid here, not on the cluster.
         RefusedCase{"Submit", kSweep + " --submit", "--submit requires --slurm"},
         RefusedCase{"Shards", kSweep + " --shards 2", "--shards requires --slurm"},
-        RefusedCase{"SbatchArgs", kSweep + " --sbatch-args=-pshort", "--sbatch-args requires --slurm"},
+        RefusedCase{"SbatchArgs", kSweep + " --sbatch-args=-pshort",
+                    "--sbatch-args requires --slurm"},
         // The array's tasks shard the grid and size their jobs themselves.
         RefusedCase{"SlurmShard", kSweep + " --slurm --shard 0/2", "excludes --slurm"},
         RefusedCase{"SlurmJobs", kSweep + " --slurm --jobs 2", "excludes --slurm"},
         RefusedCase{"RegressUpdateFormat",
-                    "regress --suite " + kGrid + " --baseline " +
-                        TempOutputPath("baseline.json") + " --update --format junit",
+                    "regress --suite " + kGrid + " --baseline " + TempOutputPath("baseline.json") +
+                        " --update --format junit",
                     "--update excludes --format"},
         RefusedCase{"RegressUpdateOutput",
-                    "regress --suite " + kGrid + " --baseline " +
-                        TempOutputPath("baseline.json") + " --update --output " +
-                        TempOutputPath("report.txt"),
+                    "regress --suite " + kGrid + " --baseline " + TempOutputPath("baseline.json") +
+                        " --update --output " + TempOutputPath("report.txt"),
                     "--update excludes --output"},
         RefusedCase{"AnalyzeNoCurveCapacities",
                     "analyze --trace " + kChat + " --no-capacity-curve --capacity-blocks 64",
@@ -98,10 +100,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "kernel-bench --model kimi-k3-like --engine kimi-k3-dspark --dry-run "
                     "--time-budget-s 5",
                     "--dry-run excludes --time-budget-s"},
-        RefusedCase{"GenTraceTokensBlockTokens",
-                    "gen-trace --out " + TempOutputPath("gen.jsonl") +
-                        " --format tokens --block-tokens 64",
-                    "--block-tokens sets the tokens per hash id of --format mooncake"}),
+        RefusedCase{
+            "GenTraceTokensBlockTokens",
+            "gen-trace --out " + TempOutputPath("gen.jsonl") + " --format tokens --block-tokens 64",
+            "--block-tokens sets the tokens per hash id of --format mooncake"}),
     [](const ::testing::TestParamInfo<RefusedCase>& info) { return std::string(info.param.name); });
 
 // The fleet decides whether these flags are read: the run goes on, says the flag did nothing,

@@ -472,8 +472,23 @@ TEST(FleetTest, AutoSizingNeverPicksAnOverloadedFleet) {
             1.1 * static_cast<double>(f.trace_span_ns));
   EXPECT_LE(f.probes[0].ttft_p99_ms, 200'000);
   EXPECT_FALSE(f.probes[0].keeps_up);  // yet overloaded: two minutes of queue
+  EXPECT_TRUE(f.probes[0].overloaded);
   EXPECT_GT(f.replicas, 1);
   EXPECT_FALSE(result->overloaded);
+  // The reports say why the size that passes span and SLO was turned down.
+  EXPECT_NE(FormatReplaySummary(*result).find("smallest fleet not overloaded"), std::string::npos);
+  EXPECT_NE(FormatReplaySummary(*result).find("tried 1~"), std::string::npos)
+      << FormatReplaySummary(*result);
+  const nlohmann::ordered_json probes = ReplayResultToJson(*result)["fleet"]["auto"]["probes"];
+  EXPECT_EQ(probes[0].value("overloaded", false), true) << probes.dump();
+  for (const auto& probe : probes) {
+    if (probe["replicas"] == f.replicas) {
+      EXPECT_FALSE(probe.value("overloaded", false));
+    }
+  }
+  HtmlReportOptions html;
+  html.title = "auto";
+  EXPECT_NE(HtmlReport({*result}, html).find(">overloaded</td>"), std::string::npos);
 }
 
 TEST(FleetTest, AutoSizingNamesAnUnreachableSlo) {
