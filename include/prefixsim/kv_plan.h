@@ -44,6 +44,10 @@ struct StartupCheck {
   int64_t max_fitting_model_len = 0;
 };
 
+// The most KV blocks a pool can have: block ids are 32-bit signed, with room for a sentinel.
+// ResolveKvPlan refuses a plan with more.
+inline constexpr int64_t kMaxNumBlocks = (int64_t{1} << 31) - 2;
+
 struct KvPlan {
   std::string policy;
   std::vector<KvGroup> groups;
@@ -54,7 +58,7 @@ struct KvPlan {
   int64_t hit_alignment = 0;         // A = H with partial hits, else S
   bool partial_hits = false;
   bool full_allocation_fallback = false;  // SWA promoted to full attention (§6.1 step 7)
-  int64_t num_blocks = 0;                 // including the null block
+  int64_t num_blocks = 0;                 // including the null block; <= kMaxNumBlocks
   int64_t bytes_per_block = 0;            // max over groups of summed pages
   bool enable_prefix_caching = true;
   // Blocks one request of max_model_len holds at most, summed over groups (docs/semantics.md §2.3,

@@ -101,7 +101,8 @@ void AddAnalyzeCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--trace", flags->trace, "Trace file (plain, .gz or .zst)")->required();
   AddTraceOptionFlags(cmd, &flags->trace_options);
   cmd->add_option("--seed", flags->trace_options.seed, "Seed for --session-sample")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(cmd->get_option("--session-sample"));
   cmd->add_option("--block-tokens", flags->block_tokens,
                   "Tokens per analysis block (default: the trace's native block, one hash id: "
                   "mooncake 512 or --trace-block-tokens, bailian 16; 16 for token-level traces)")

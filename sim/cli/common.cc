@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "prefixsim/kv_plan.h"
 #include "prefixsim/status.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/fleet/cache_view.h"
@@ -62,7 +63,13 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
       ->type_name("SIZE")
       ->transform(ByteSizeValidator());
   g->add_option("--num-gpu-blocks", o.num_gpu_blocks, "KV blocks (replaces --kv-cache-bytes)")
-      ->check(CLI::Range(int64_t{2}, std::numeric_limits<int64_t>::max()));
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            int64_t n = 0;
+            if (absl::SimpleAtoi(value, &n) && n >= 2 && n <= kMaxNumBlocks) return "";
+            return absl::StrCat("'", value, "' is not a block count in [2, ", kMaxNumBlocks, "]");
+          },
+          "INT"));
   g->add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")
       ->check(PositiveNumber());
   g->add_option("--max-num-seqs", o.max_num_seqs, "max running requests")->check(PositiveNumber());

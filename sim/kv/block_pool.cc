@@ -16,7 +16,7 @@ BlockPool::BlockPool(int64_t num_blocks)
       index_(std::min<int64_t>(num_blocks, kInitialIndexEntries), /*headroom=*/4),
       index_full_capacity_(PrefixIndex::CapacityFor(num_blocks, /*headroom=*/4)) {
   PREFIXSIM_CHECK(num_blocks >= 2);
-  PREFIXSIM_CHECK(num_blocks < (int64_t{1} << 31) - 1);
+  PREFIXSIM_CHECK(num_blocks <= kMaxNumBlocks);
   // Room for twice the blocks: a squeeze happens after at least num_blocks holes. Only
   // [ring_front_, ring_back_) is ever read, and it is written first.
   uint64_t cap = 16;

@@ -429,7 +429,7 @@ absl::Status SelectKernelBlockSizes(const PlanInputs& in, KvPlan* plan) {
 }
 
 // §6.4: the number of blocks, the blocks one max_model_len request holds, and the startup check.
-void SizeMemory(const PlanInputs& in, KvPlan* plan) {
+absl::Status SizeMemory(const PlanInputs& in, KvPlan* plan) {
   const ModelSpec& model = in.model;
   const EngineConfig& engine = in.engine;
   if (engine.num_gpu_blocks) {
@@ -437,13 +437,21 @@ void SizeMemory(const PlanInputs& in, KvPlan* plan) {
   } else {
     plan->num_blocks = *engine.kv_cache_bytes / plan->bytes_per_block;
   }
+  if (plan->num_blocks > kMaxNumBlocks) {
+    return in.Error(absl::StrCat(
+        engine.num_gpu_blocks
+            ? absl::StrCat("num_gpu_blocks ", *engine.num_gpu_blocks)
+            : absl::StrCat("kv_cache_bytes ", *engine.kv_cache_bytes, " gives ", plan->num_blocks,
+                           " blocks of ", plan->bytes_per_block, " bytes, which"),
+        " is more than the ", kMaxNumBlocks, " blocks a pool can have; give fewer"));
+  }
   for (const KvGroup& g : plan->groups) {
     plan->blocks_per_max_len_request += MaxPagesPerRequest(g, engine, plan->num_lookahead_tokens);
   }
   // docs/semantics.md §1 / §6.4: vLLM checks that one max_model_len request fits the available
   // memory (the null block's bytes subtracted), then applies num_gpu_blocks_override. So the check
   // runs only when the pool comes from kv_cache_bytes, and a failure is reported, not fatal here.
-  if (engine.num_gpu_blocks) return;
+  if (engine.num_gpu_blocks) return absl::OkStatus();
   StartupCheck& check = plan->startup_check;
   check.performed = true;
   const int64_t usable = std::max<int64_t>(0, plan->num_blocks - 1);
@@ -478,6 +486,7 @@ void SizeMemory(const PlanInputs& in, KvPlan* plan) {
         plan->blocks_per_max_len_request, plan->blocks_per_max_len_request * plan->bytes_per_block,
         usable, usable * plan->bytes_per_block, *engine.kv_cache_bytes, plan->bytes_per_block, lo);
   }
+  return absl::OkStatus();
 }
 
 // §7: scheduler and hash granularities, partial hits and the hit alignment.
@@ -599,7 +608,7 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   SpecifyLayers(in, primary, &concrete.layers);
   PREFIXSIM_RETURN_IF_ERROR(GroupLayers(in, primary.block_size, &concrete.layers, &plan));
   PREFIXSIM_RETURN_IF_ERROR(SelectKernelBlockSizes(in, &plan));
-  SizeMemory(in, &plan);
+  PREFIXSIM_RETURN_IF_ERROR(SizeMemory(in, &plan));
   PREFIXSIM_RETURN_IF_ERROR(SetGranularities(in, &plan));
   MarkEagleGroups(engine, &plan);
   WarnAboutCosts(primary.block_size, &plan);

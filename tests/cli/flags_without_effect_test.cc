@@ -89,6 +89,8 @@ INSTANTIATE_TEST_SUITE_P(
                     "regress --suite " + kGrid + " --baseline " + TempOutputPath("baseline.json") +
                         " --update --output " + TempOutputPath("report.txt"),
                     "--update excludes --output"},
+        RefusedCase{"AnalyzeSeedWithoutSample", "analyze --trace " + kChat + " --seed 3",
+                    "--seed requires --session-sample"},
         RefusedCase{"AnalyzeNoCurveCapacities",
                     "analyze --trace " + kChat + " --no-capacity-curve --capacity-blocks 64",
                     "excludes --no-capacity-curve"},

@@ -69,6 +69,10 @@ TEST(UnitsCliTest, ANumberOutOfBoundsNamesTheFlagInOneShortLine) {
       {"--max-num-seqs 0", "--max-num-seqs: '0' is not positive"},
       {"--max-num-seqs x", "--max-num-seqs: 'x' is not a number"},
       {"--num-speculative-tokens -1", "--num-speculative-tokens: '-1' is not 0 or more"},
+      {"--num-gpu-blocks 1", "--num-gpu-blocks: '1' is not a block count in [2, 2147483646]"},
+      // More blocks than block ids: refused, not an abort when the pool is built.
+      {"--num-gpu-blocks 2147483647", "is not a block count in [2, 2147483646]"},
+      {"--kv-cache-bytes 4096TiB", "blocks a pool can have"},
   };
   for (const auto& [flag, message] : cases) {
     const auto r = RunCli("resolve" + std::string(kLlama) + " " + flag);

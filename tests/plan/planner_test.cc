@@ -268,6 +268,27 @@ TEST(PlannerTest, NumGpuBlocksReplacesMemory) {
   EXPECT_EQ(plan.num_blocks, 100);
 }
 
+// Block ids are 32-bit: a pool of more blocks, from either field, is refused when planning, naming
+// the field, instead of failing the pool's invariant (an abort) when the replay starts.
+TEST(PlannerTest, MoreBlocksThanAPoolCanHoldIsAnError) {
+  EngineConfig engine = Engine("llama-3.1-8b");
+  engine.num_gpu_blocks = kMaxNumBlocks;
+  auto fits = ResolveKvPlan(Preset("llama-3.1-8b-layout"), engine, "new");
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->num_blocks, kMaxNumBlocks);
+  engine.num_gpu_blocks = kMaxNumBlocks + 1;
+  auto over = ResolveKvPlan(Preset("llama-3.1-8b-layout"), engine, "new");
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("num_gpu_blocks 2147483647 is more than the 2147483646"),
+            std::string::npos)
+      << over.status();
+  engine.num_gpu_blocks.reset();
+  engine.kv_cache_bytes = (kMaxNumBlocks + 1) * fits->bytes_per_block;
+  over = ResolveKvPlan(Preset("llama-3.1-8b-layout"), engine, "new");
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("kv_cache_bytes"), std::string::npos) << over.status();
+}
+
 // docs/semantics.md §1 / §6.4: vLLM applies num_gpu_blocks_override after its startup memory check,
 // so a small block count is never refused (requests that cannot fit are skipped as does_not_fit).
 TEST(PlannerTest, NumGpuBlocksSkipsTheStartupMemoryCheck) {
