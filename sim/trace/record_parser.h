@@ -61,6 +61,9 @@ struct TraceFormat {
   // False for formats that carry lengths only: every request gets its own content, so no prefix
   // is ever shared and hit rates are 0 by construction.
   bool prefix_identity = true;
+  // Records give hash ids, each standing for TraceOptions::trace_block_tokens tokens; other
+  // formats refuse that option.
+  bool hash_id_blocks = false;
 };
 
 // Registered formats, in detection order.

@@ -22,10 +22,11 @@ const Registry<TraceFormat>& TraceFormats() {
               "hash_ids "
               "(16-token blocks)",
               [](const FirstRecord& r) { return r.HasKey("hash_ids") && r.HasKey("chat_id"); },
-              NewBailianParser},
+              NewBailianParser, /*prefix_identity=*/true, /*hash_id_blocks=*/true},
              {"mooncake",
               "JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)",
-              [](const FirstRecord& r) { return r.HasKey("hash_ids"); }, NewMooncakeParser},
+              [](const FirstRecord& r) { return r.HasKey("hash_ids"); }, NewMooncakeParser,
+              /*prefix_identity=*/true, /*hash_id_blocks=*/true},
              {"tokens",
               "JSONL: arrival_s, prompt_token_ids, output_length, output_token_ids?, session_id?, "
               "cache_salt?",

@@ -254,6 +254,16 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
           absl::StrJoin(RegisteredTraceFormats(), ", "), ")"));
     }
   }
+  if (options.trace_block_tokens > 0 && !format->hash_id_blocks) {
+    std::vector<std::string> hash_id_formats;
+    for (const auto& f : TraceFormats()) {
+      if (f.value.hash_id_blocks) hash_id_formats.push_back(f.name);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": --trace-block-tokens sets the tokens per hash id of ",
+                     absl::StrJoin(hash_id_formats, " and "), " traces; this trace is ",
+                     format->name, ", which has none"));
+  }
   auto parser = format->create(options);
   auto reader = std::make_unique<StreamingTraceReader>(
       path, format->name, options, std::move(lines), std::move(parser), first_line);

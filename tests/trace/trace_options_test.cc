@@ -153,6 +153,24 @@ TEST(TraceOptionsTest, InvalidOptionsAreRejected) {
   }
 }
 
+// Tokens per hash id means something only where records are hash ids: a token-level trace
+// refuses it (it would be silently ignored), naming the trace, its format and the formats that
+// take it; the hash-id formats still do.
+TEST(TraceOptionsTest, BlockTokensOnATraceWithoutHashIdsIsAnError) {
+  const std::string tokens = WriteTemp(
+      "t.jsonl", "{\"arrival_s\": 0, \"prompt_token_ids\": [1, 2, 3], \"output_length\": 1}\n");
+  ASSERT_TRUE(OpenTrace(tokens).ok());
+  auto reader = OpenTrace(tokens, TraceOptions{.format = "", .trace_block_tokens = 16});
+  ASSERT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reader.status().message(),
+            tokens +
+                ": --trace-block-tokens sets the tokens per hash id of bailian and mooncake "
+                "traces; this trace is tokens, which has none");
+  EXPECT_TRUE(
+      OpenTrace(WriteTemp("m.jsonl", MooncakeLine(0)), {.format = "", .trace_block_tokens = 16})
+          .ok());
+}
+
 TEST(TraceOptionsTest, DetectionFailuresAndMissingFiles) {
   EXPECT_EQ(OpenTrace("/no/such/trace.jsonl").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ExitCodeFor(OpenTrace("/no/such/trace.jsonl").status()), 2);
