@@ -63,6 +63,14 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--json", options->json, "print JSON instead of text");
   AddHtmlCliOptions(cmd, &options->html);
   cmd->callback([options, &ctx] {
+    if (options->metrics.empty() && options->events_path.empty()) {
+      ctx.exit_code = ReportError(
+          "parity", absl::InvalidArgumentError(
+                        "parity compares the simulation with a vLLM run: give --vllm-metrics "
+                        "BEFORE.prom AFTER.prom, --vllm-kv-events FILE or both (replay gives the "
+                        "simulated side alone)"));
+      return;
+    }
     InstallInterruptHandlers();
     // The measured side first: a malformed file fails before the replay.
     std::optional<events::MeasuredHitRate> measured;

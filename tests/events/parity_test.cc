@@ -269,6 +269,12 @@ TEST(ParityCliTest, ReencodedLogAgreesAndAPerturbedOneIsLocated) {
   EXPECT_EQ(cut.exit_code, 2);
   EXPECT_THAT(cut.output, HasSubstr("cut.msgpack: "));
   EXPECT_THAT(cut.output, HasSubstr("byte "));
+
+  // Nothing measured to compare with: refused, not the simulated hit rate passed off as a parity.
+  const auto alone = RunCli("parity" + kSetup);
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_THAT(alone.output, HasSubstr("give --vllm-metrics BEFORE.prom AFTER.prom, "
+                                      "--vllm-kv-events FILE or both"));
 }
 
 }  // namespace
