@@ -1,6 +1,7 @@
 // `prefixsim gen-trace`: reproducible synthetic traces (docs/design.md §4.1). Same flags and seed
 // give a byte-identical file.
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,8 +19,7 @@ struct GenTraceFlags {
   WorkloadOptions workload;
   std::string out;
   std::string format = "mooncake";
-  int64_t block_tokens = 512;
-  bool block_tokens_given = false;
+  std::optional<int64_t> block_tokens;  // unset: 512
 };
 
 absl::Status RunGenTrace(const GenTraceFlags& flags) {
@@ -27,15 +27,16 @@ absl::Status RunGenTrace(const GenTraceFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat("--format: unknown output format '",
                                                    flags.format, "'; one of mooncake, tokens"));
   }
-  if (flags.block_tokens < 1) return absl::InvalidArgumentError("--block-tokens must be positive");
-  if (flags.block_tokens_given && flags.format != "mooncake") {
+  const int64_t block_tokens = flags.block_tokens.value_or(512);
+  if (block_tokens < 1) return absl::InvalidArgumentError("--block-tokens must be positive");
+  if (flags.block_tokens && flags.format != "mooncake") {
     return absl::InvalidArgumentError(
         "--block-tokens sets the tokens per hash id of --format mooncake; a tokens trace has none");
   }
   PREFIXSIM_RETURN_IF_ERROR(CheckOutputFile(flags.out, "--out"));
   PREFIXSIM_ASSIGN_OR_RETURN(std::vector<GeneratedRequest> requests,
                              GenerateWorkload(flags.workload));
-  std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, flags.block_tokens)
+  std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, block_tokens)
                                                 : FormatTokensTrace(requests);
   PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.out, text));
   // With --out - stdout carries the trace only; the summary goes to stderr.
@@ -68,11 +69,8 @@ void AddGenTraceCommand(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--block-tokens", flags->block_tokens,
                   "Tokens per hash id in mooncake output (readers need --trace-block-tokens "
-                  "unless 512)")
-      ->capture_default_str();
-  CLI::Option* block_tokens = cmd->get_option("--block-tokens");
-  cmd->callback([flags, block_tokens, &ctx] {
-    flags->block_tokens_given = block_tokens->count() > 0;
+                  "unless 512; default 512)");
+  cmd->callback([flags, &ctx] {
     absl::Status status = RunGenTrace(*flags);
     if (!status.ok()) std::cerr << "prefixsim gen-trace: " << status.message() << "\n";
     ctx.exit_code = ExitCodeFor(status);
