@@ -9,23 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "prefixsim/cache_event_listener.h"
 #include "prefixsim/kv_event_sink.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
 
 namespace prefixsim {
-
-// Store/remove events of a cache's prefix index, as vLLM publishes KV events (BlockStored,
-// BlockRemoved) for routers to consume. One event per block published under a key and per block
-// whose key is dropped (evicted, or re-keyed); a key names (group, block hash), and `tag`
-// verifies it. Keys are opaque to listeners; `group` (an index into KvPlan::groups) says whose
-// block it is, for listeners that see only some groups, as routers that index attention only do.
-class CacheEventListener {
- public:
-  virtual ~CacheEventListener() = default;
-  virtual void OnBlockStored(uint64_t key, uint32_t tag, int group) = 0;
-  virtual void OnBlockRemoved(uint64_t key, int group) = 0;
-};
+namespace kv {
+class KvCacheState;
+}  // namespace kv
 
 struct KvCacheOptions {
   // Run the full invariant checker after every operation (tests; slow).
@@ -172,11 +164,12 @@ class KvCacheManager {
   // Checks every invariant (block states, reference counts vs block tables); aborts on failure.
   void CheckInvariants() const;
 
+  // The state behind this facade, for the simulator's own layers (routers' lookups, miss
+  // attribution); an opaque type to everyone else.
+  kv::KvCacheState* impl() const { return state_.get(); }
+
  private:
-  struct Rep;
-  // The internal layers (sim/kv: routing lookups, the fast-path switch) reach the state here.
-  friend struct KvCacheManagerAccess;
-  std::unique_ptr<Rep> rep_;
+  std::unique_ptr<kv::KvCacheState> state_;
 };
 
 }  // namespace prefixsim

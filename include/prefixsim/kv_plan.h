@@ -83,8 +83,20 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
                                      std::string_view policy);
 
 // The startup memory check as vLLM enforces it before serving: InvalidArgument with
-// `startup_check.message` when it was performed and failed, OK otherwise.
+// `startup_check.message` when it was performed and failed, OK otherwise. Replay and
+// ReplayWithFleetSizing refuse a plan that fails it.
 absl::Status CheckStartupMemory(const KvPlan& plan);
+
+// ResolveKvPlan, then CheckStartupMemory: the plan one replay can serve, as every command that
+// replays (and a grid's points) resolves it.
+absl::StatusOr<KvPlan> ResolvePlanForServing(const ModelSpec& model, const EngineConfig& engine,
+                                             std::string_view policy);
+
+// What a plan whose num_gpu_blocks was given (the check not performed: vLLM applies the override
+// after its check, docs/semantics.md §6.4) should be told when one request of max_model_len does
+// not fit in it: such requests are skipped as does_not_fit, and the pool may thrash. Empty
+// otherwise. The library prints nothing; callers show it.
+std::string SmallPoolWarning(const KvPlan& plan);
 
 }  // namespace prefixsim
 

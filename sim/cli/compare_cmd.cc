@@ -94,7 +94,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     }
     std::vector<KvPlan> plans;
     for (const std::string& policy : policies) {
-      auto plan = ResolvePlanForServing(loaded->model, loaded->engine, policy);
+      auto plan = ResolvePlanWarningOfSmallPools(loaded->model, loaded->engine, policy);
       if (!plan.ok()) {
         ctx.exit_code = ReportError("compare", plan.status());
         return;

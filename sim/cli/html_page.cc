@@ -56,7 +56,7 @@ absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngin
     engine.kv_cache_bytes = bytes;
     engine.num_gpu_blocks.reset();
     for (const std::string& policy : policies) {
-      absl::StatusOr<KvPlan> plan = ResolvePlanForServing(loaded.model, engine, policy);
+      absl::StatusOr<KvPlan> plan = ResolvePlanWarningOfSmallPools(loaded.model, engine, policy);
       if (!plan.ok()) {
         return absl::Status(plan.status().code(),
                             absl::StrCat("--capacities ", bytes, " bytes, policy ", policy, ": ",
@@ -126,7 +126,7 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
     engine.kv_cache_bytes = jobs[j].bytes;
     engine.num_gpu_blocks.reset();
     const std::string& policy = results[jobs[j].result].policy;
-    absl::StatusOr<KvPlan> plan = ResolvePlanForServing(loaded.model, engine, policy);
+    absl::StatusOr<KvPlan> plan = ResolvePlanWarningOfSmallPools(loaded.model, engine, policy);
     absl::StatusOr<ReplayResult> r =
         plan.ok() ? RunReplay(replay, loaded.model, engine, *plan, "") : plan.status();
     if (!r.ok()) {

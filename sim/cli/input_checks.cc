@@ -41,20 +41,12 @@ void WarnIfNoPrefixIdentity(std::string_view command, std::string_view trace,
                "for hit rates\n";
 }
 
-absl::StatusOr<KvPlan> ResolvePlanForServing(const ModelSpec& model, const EngineConfig& engine,
-                                             std::string_view policy) {
-  PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolveKvPlan(model, engine, policy));
-  PREFIXSIM_RETURN_IF_ERROR(CheckStartupMemory(plan));
-  // num_gpu_blocks replaces the block count after vLLM's memory check (docs/semantics.md §6.4), so
-  // a small pool is served; say so when one max_model_len request cannot fit in it.
-  const int64_t usable = plan.num_blocks - 1;
-  if (engine.num_gpu_blocks && plan.blocks_per_max_len_request > usable) {
-    std::cerr << "prefixsim: warning: policy " << policy << ": num_gpu_blocks " << plan.num_blocks
-              << " leaves " << usable << " usable blocks, fewer than the "
-              << plan.blocks_per_max_len_request << " one request of max_model_len "
-              << engine.max_model_len
-              << " needs; requests that cannot fit are skipped (does_not_fit), and a pool this "
-                 "small may thrash. Raise --num-gpu-blocks or lower --max-model-len.\n";
+absl::StatusOr<KvPlan> ResolvePlanWarningOfSmallPools(const ModelSpec& model,
+                                                      const EngineConfig& engine,
+                                                      std::string_view policy) {
+  PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolvePlanForServing(model, engine, policy));
+  if (const std::string warning = SmallPoolWarning(plan); !warning.empty()) {
+    std::cerr << "prefixsim: warning: " << warning << "\n";
   }
   return plan;
 }

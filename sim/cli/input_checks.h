@@ -25,10 +25,11 @@ absl::Status CheckTraceInput(std::string_view path, const TraceOptions& options,
 void WarnIfNoPrefixIdentity(std::string_view command, std::string_view trace,
                             bool has_prefix_identity);
 
-// ResolveKvPlan, then the startup memory check: a plan that vLLM would refuse to start with
-// (kv_cache_bytes too small for one max_model_len request) is an error for a replay.
-absl::StatusOr<KvPlan> ResolvePlanForServing(const ModelSpec& model, const EngineConfig& engine,
-                                             std::string_view policy);
+// ResolvePlanForServing (the startup memory check: a plan that vLLM would refuse to start with is
+// an error for a replay), printing SmallPoolWarning on stderr.
+absl::StatusOr<KvPlan> ResolvePlanWarningOfSmallPools(const ModelSpec& model,
+                                                      const EngineConfig& engine,
+                                                      std::string_view policy);
 
 }  // namespace prefixsim::cli
 

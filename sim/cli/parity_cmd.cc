@@ -103,7 +103,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = ReportError("parity", loaded.status());
       return;
     }
-    auto plan = ResolvePlanForServing(loaded->model, loaded->engine, options->policy);
+    auto plan = ResolvePlanWarningOfSmallPools(loaded->model, loaded->engine, options->policy);
     if (!plan.ok()) {
       ctx.exit_code = ReportError("parity", plan.status());
       return;

@@ -76,7 +76,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     for (const std::string& a : loaded->model.assumptions) {
       std::cerr << "prefixsim replay: assumption: " << a << "\n";
     }
-    auto plan = ResolvePlanForServing(loaded->model, loaded->engine, options->policy);
+    auto plan = ResolvePlanWarningOfSmallPools(loaded->model, loaded->engine, options->policy);
     if (!plan.ok()) {
       ctx.exit_code = ReportError("replay", plan.status());
       return;

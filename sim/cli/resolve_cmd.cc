@@ -44,9 +44,7 @@ void AddResolveCommand(CLI::App& app, CommandContext& ctx) {
     // The plan is always printed; the startup memory check (docs/semantics.md §1, §6.4) is reported
     // after it, as a warning unless --strict.
     if (options->json) {
-      nlohmann::ordered_json j = KvPlanToJson(*plan);
-      j["startup_check"] = StartupCheckToJson(plan->startup_check);
-      std::cout << j.dump(2) << "\n";
+      std::cout << KvPlanToJson(*plan).dump(2) << "\n";
     } else {
       std::cout << "model " << loaded->model.name << "   engine " << loaded->engine.source << "\n";
       std::cout << FormatKvPlan(*plan);

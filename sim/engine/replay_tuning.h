@@ -16,6 +16,9 @@ struct ReplayTuning {
   // A replica's steps that end before the next arrival run back to back, outside the event queue
   // (sim/fleet/fleet.cc); false queues every step (tests).
   bool replica_run_ahead = true;
+  // A fleet's lookups of one prompt on every replica in one walk over the fleet's index
+  // (sim/kv/fleet_lookup.cc); false looks each replica up on its own (tests).
+  bool fleet_one_walk = true;
   // For a process that exits right after Replay returns (the CLI's replay and compare): leave the
   // simulated state (request slots, block tables: ~10^5 small allocations) to the exit instead of
   // freeing it piece by piece, which costs several percent of a replay's wall time. Ignored in

@@ -35,6 +35,7 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
                                                    const TraceOpener& open_trace,
                                                    const ReplayOptions& options,
                                                    const ReplayTuning& tuning) {
+  PREFIXSIM_RETURN_IF_ERROR(CheckStartupMemory(plan));
   if (!engine.fleet.auto_replicas) {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> trace, open_trace());
     return Replay(plan, model, engine, *trace, options, tuning);

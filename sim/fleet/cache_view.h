@@ -32,6 +32,8 @@ struct CacheViewConfig {
   int num_replicas = 1;
   uint64_t seed = 0;  // lossy: its own stream, derived from --seed
   const KvPlan* plan = nullptr;
+  // Every replica's lookup in one walk (ReplayTuning::fleet_one_walk; sim/kv/fleet_lookup.cc).
+  bool one_walk = true;
 };
 
 class CacheView {
@@ -61,8 +63,8 @@ class CacheView {
 // primary group's blocks: no other group, no alignment, no cap).
 class IndexedView : public CacheView {
  public:
-  IndexedView(int num_replicas, bool primary_only)
-      : index_(num_replicas), primary_only_(primary_only) {}
+  IndexedView(const CacheViewConfig& config, bool primary_only)
+      : index_(config.num_replicas), primary_only_(primary_only), one_walk_(config.one_walk) {}
   void Overlaps(KvCacheManager& any_replica, const Request& request,
                 const std::vector<kv::HashPair>& hashes, int64_t now_ns,
                 std::vector<int64_t>* overlaps) override;
@@ -76,6 +78,7 @@ class IndexedView : public CacheView {
 
  private:
   bool primary_only_;
+  bool one_walk_;
 };
 
 // The view named `config.view.kind`; InvalidArgument (naming the registered ones) otherwise, or

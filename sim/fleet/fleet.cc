@@ -95,6 +95,7 @@ absl::Status Fleet::CreateViews(int replicas) {
   config.num_replicas = replicas;
   config.seed = options_.seed;
   config.plan = &plan_;
+  config.one_walk = tuning_.fleet_one_walk;
   config.view.kind = "exact";
   PREFIXSIM_ASSIGN_OR_RETURN(exact_view_, NewCacheView(config));
   exact_index_ = &static_cast<IndexedView*>(exact_view_.get())->mutable_index();
@@ -437,6 +438,7 @@ absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
     return absl::InvalidArgumentError(
         "replicas 'auto' needs to replay the trace several times: use ReplayWithFleetSizing");
   }
+  PREFIXSIM_RETURN_IF_ERROR(CheckStartupMemory(plan));
   PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<fleet::Fleet> f,
                              fleet::Fleet::Create(plan, model, engine, options, tuning,
                                                   engine.fleet.replicas, /*report_fleet=*/false));

@@ -34,9 +34,9 @@ void IndexedView::Overlaps(KvCacheManager& any_replica, const Request& request,
                            std::vector<int64_t>* overlaps) {
   CatchUp(now_ns);
   if (primary_only_) {
-    kv::PeekPrimaryOverlaps(any_replica, request, hashes, index_, overlaps);
+    kv::PeekPrimaryOverlaps(any_replica, request, hashes, index_, overlaps, one_walk_);
   } else {
-    kv::PeekPromptHits(any_replica, request, hashes, index_, overlaps);
+    kv::PeekPromptHits(any_replica, request, hashes, index_, overlaps, one_walk_);
   }
 }
 

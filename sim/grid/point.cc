@@ -35,7 +35,7 @@ absl::Status ValidatePoints(const Scenario& scenario) {
     }
     absl::StatusOr<run::ModelAndEngine> loaded = run::LoadModelAndEngine(c->replay.model_engine);
     if (!loaded.ok()) return fail(loaded.status());
-    absl::StatusOr<KvPlan> plan = ResolveKvPlan(loaded->model, loaded->engine, c->policy);
+    absl::StatusOr<KvPlan> plan = ResolvePlanForServing(loaded->model, loaded->engine, c->policy);
     if (!plan.ok()) return fail(plan.status());
   }
   return absl::OkStatus();
@@ -46,7 +46,8 @@ absl::StatusOr<Json> RunPoint(const Scenario& scenario, const Point& point, bool
   PREFIXSIM_ASSIGN_OR_RETURN(PointConfig c, ConfigFor(scenario, point));
   PREFIXSIM_ASSIGN_OR_RETURN(run::ModelAndEngine loaded,
                              run::LoadModelAndEngine(c.replay.model_engine));
-  PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolveKvPlan(loaded.model, loaded.engine, c.policy));
+  PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan,
+                             ResolvePlanForServing(loaded.model, loaded.engine, c.policy));
   // The one call site of RunReplay in the grid module.
   PREFIXSIM_ASSIGN_OR_RETURN(ReplayResult result,
                              run::RunReplay(c.replay, loaded.model, loaded.engine, plan, interrupt,

@@ -121,18 +121,11 @@ BlockId BlockPool::Allocate() {
   if (meta_[b].group >= 0) Evict(b);
   meta_[b].ref = 1;
   // Allocations come in bursts (every group of a request) and the head of the queue is its
-  // coldest part (LRU): load the record a few allocations ahead (and a listener's index slot of
-  // one whose record has arrived: it is usually cached, so it will be evicted).
+  // coldest part (LRU): load the record a few allocations ahead.
   constexpr int64_t kAhead = 8;
   if (ring_front_ + kAhead < ring_back_) {
     const BlockId ahead = ring_[static_cast<uint64_t>(ring_front_ + kAhead) & ring_mask_];
     if (ahead != kHole) __builtin_prefetch(&meta_[ahead]);
-    if (listener_index_ != nullptr) {
-      const BlockId near = ring_[static_cast<uint64_t>(ring_front_ + kAhead / 2) & ring_mask_];
-      if (near != kHole && meta_[near].group >= 0) {
-        listener_index_->Prefetch(meta_[near].hash.hash ^ GroupSalt(meta_[near].group));
-      }
-    }
   }
   return b;
 }

@@ -125,13 +125,9 @@ class BlockPool {
   BlockId Lookup(int group, const HashPair& h) const { return hit_index().Lookup(group, h); }
 
   // `listener` receives a store event for every block published and a remove event for every
-  // block whose hash is dropped (evicted or re-keyed), keyed like the index; `listener_index` is
-  // the index it keeps (the fleet's index), if any, whose slots the pool prefetches with its own
-  // (see PrefetchPublish). Null: none. Neither is owned.
-  void set_listener(CacheEventListener* listener, const PrefixIndex* listener_index = nullptr) {
-    listener_ = listener;
-    listener_index_ = listener_index;
-  }
+  // block whose hash is dropped (evicted or re-keyed), keyed like the index. Null: none. Not
+  // owned.
+  void set_listener(CacheEventListener* listener) { listener_ = listener; }
 
   // `sink` receives the same stores and removes with their group and full hash (an exporter of
   // vLLM's KV events, kv_event_sink.h). Null: none. Not owned.
@@ -164,7 +160,6 @@ class BlockPool {
     __builtin_prefetch(&meta_[b]);
     const uint64_t key = h.hash ^ GroupSalt(group);
     index_.Prefetch(key);
-    if (listener_index_ != nullptr) listener_index_->Prefetch(key);
   }
   void PrefetchFree(BlockId b) const { __builtin_prefetch(&meta_[b]); }
 
@@ -247,7 +242,6 @@ class BlockPool {
   int64_t eviction_horizon_ = 0;
   mutable int64_t collisions_ = 0;
   CacheEventListener* listener_ = nullptr;
-  const PrefixIndex* listener_index_ = nullptr;
   KvEventSink* event_sink_ = nullptr;
 };
 

@@ -149,40 +149,6 @@ int64_t KvCacheCoordinator::FindLongestCacheHit(const HitIndex& index, const Has
                    uncached_common_prefix, limiting_group);
 }
 
-void KvCacheCoordinator::FindLongestCacheHits(const FleetIndex& index, const HashPair* fine,
-                                              int64_t num_fine, int64_t max_hit, int64_t alignment,
-                                              std::vector<BlockId>* out, int64_t* hits) {
-  const int n = index.num_replicas();
-  std::fill(hits, hits + n, 0);
-  if (max_hit <= 0 || spec_groups_.empty()) return;
-  if (partial_hits_ || !spec_groups_[0].full_attention) {
-    for (int r = 0; r < n; ++r) {
-      hits[r] = FindLongestCacheHit(index.hit_index(r), fine, num_fine, max_hit, alignment, out);
-    }
-    return;
-  }
-  // What FindLongestCacheHit tests first, for every replica at once: only the replicas holding
-  // full attention's first block can hit.
-  const SpecGroup& fa = spec_groups_[0];
-  if (max_hit < fa.block_size || num_fine < fa.block_size / hash_block_size_) return;
-  const uint64_t* first = index.Holders(fa.gids[0], fa.manager->BlockHash(fine, 0));
-  if (first == nullptr) return;
-  // Full attention's own lookup, the first of the fixed point (with the whole budget, §9.3), is
-  // the same for every replica: one walk for all of them.
-  replica_hits_.resize(n);
-  static_cast<const FullAttentionManager*>(fa.manager)
-      ->FindLongestHits(index, fine, num_fine, max_hit, alignment, fa.eagle, fa.gids, first,
-                        replica_hits_.data());
-  for (int w = 0; w < index.words(); ++w) {
-    for (uint64_t bits = first[w]; bits != 0; bits &= bits - 1) {
-      const int r = w * 64 + __builtin_ctzll(bits);
-      hits[r] = unitary() ? replica_hits_[r]
-                          : Reconcile(index.hit_index(r), fine, num_fine, max_hit, alignment,
-                                      replica_hits_[r], out, nullptr, nullptr);
-    }
-  }
-}
-
 int64_t KvCacheCoordinator::Reconcile(const HitIndex& index, const HashPair* fine, int64_t num_fine,
                                       int64_t max_hit, int64_t alignment, int64_t first_hit,
                                       std::vector<BlockId>* out, int64_t* uncached_common_prefix,

@@ -9,17 +9,6 @@
 
 namespace prefixsim {
 namespace kv {
-namespace {
-
-// EAGLE/MTP: the last matched unit is recomputed (docs/semantics.md §9.4); then the hit is
-// floored to the alignment.
-int64_t TrimmedHit(int64_t hit, int64_t block_size, int64_t alignment, bool drop_eagle) {
-  if (drop_eagle && hit > 0) hit -= std::min(alignment, block_size);
-  return hit - hit % alignment;
-}
-
-}  // namespace
-
 int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPair* fine,
                                              int64_t num_fine, int64_t max_len, int64_t alignment,
                                              bool drop_eagle, absl::Span<const int> gids,
@@ -66,54 +55,6 @@ int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPa
   const int64_t keep = CeilDiv(hit, block_size_);
   for (size_t k = 0; k < gids.size(); ++k) out[k].resize(keep);
   return hit;
-}
-
-void FullAttentionManager::FindLongestHits(const FleetIndex& index, const HashPair* fine,
-                                           int64_t num_fine, int64_t max_len, int64_t alignment,
-                                           bool drop_eagle, absl::Span<const int> gids,
-                                           const uint64_t* replicas, int64_t* hits) const {
-  PREFIXSIM_DCHECK(!params_.partial_hits);
-  const int words = index.words();
-  const int64_t nb = std::min(max_len / block_size_, num_fine / ratio_);
-  absl::InlinedVector<uint64_t, 4> alive(replicas, replicas + words);
-  // A replica leaving the walk at block j has a run of j blocks.
-  auto leave = [&](uint64_t left, int w, int64_t blocks) {
-    for (; left != 0; left &= left - 1) {
-      hits[w * 64 + __builtin_ctzll(left)] =
-          TrimmedHit(blocks * block_size_, block_size_, alignment, drop_eagle);
-    }
-  };
-  constexpr int64_t kAhead = 8;
-  const PrefixIndex& table = index.table();
-  for (int64_t p = 0; p < std::min(kAhead, nb); ++p) {
-    for (int g : gids) table.Prefetch(BlockHash(fine, p).hash ^ GroupSalt(g));
-  }
-  absl::InlinedVector<uint64_t, 4> kept(words);
-  bool any = true;
-  int64_t j = 0;
-  for (; j < nb && any; ++j) {
-    if (j + kAhead < nb) {
-      for (int g : gids) table.Prefetch(BlockHash(fine, j + kAhead).hash ^ GroupSalt(g));
-    }
-    // The row of replicas is a second, dependent access: its slot, fetched since, names it.
-    if (j + kAhead / 2 < nb) {
-      for (int g : gids) index.PrefetchRow(BlockHash(fine, j + kAhead / 2).hash ^ GroupSalt(g));
-    }
-    const HashPair& h = BlockHash(fine, j);
-    std::copy(alive.begin(), alive.end(), kept.begin());
-    for (int g : gids) {
-      const uint64_t* holders = index.Holders(g, h);
-      for (int w = 0; w < words; ++w) kept[w] = holders != nullptr ? kept[w] & holders[w] : 0;
-      if (holders == nullptr) break;
-    }
-    any = false;
-    for (int w = 0; w < words; ++w) {
-      leave(alive[w] & ~kept[w], w, j);
-      alive[w] = kept[w];
-      any |= kept[w] != 0;
-    }
-  }
-  for (int w = 0; w < words; ++w) leave(alive[w], w, j);
 }
 
 int64_t FullAttentionManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine,

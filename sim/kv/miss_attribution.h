@@ -1,6 +1,6 @@
 // Why a request missed, per admission (docs/design.md §7): the oracles the causes are defined by
-// and the split of an admission's tokens into causes (include/prefixsim/miss_causes.h). Defined
-// in kv_cache_manager.cc, where a manager's state is.
+// and the split of an admission's tokens into causes (include/prefixsim/miss_causes.h). Defined in
+// miss_attributor.cc; what it keeps per replica is a MissAttributor (miss_attributor.h).
 //
 // A manager with attribution on keeps its shadow index (shadow_index.h) at the finest
 // prefix-cacheable block U whatever A is, with its dead entries (what this replica ever

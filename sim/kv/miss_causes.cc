@@ -1,5 +1,5 @@
 // The public miss-cause types (include/prefixsim/miss_causes.h); the attribution itself is in
-// kv_cache_manager.cc and miss_attribution.h.
+// miss_attributor.cc and miss_attribution.h.
 #include "prefixsim/miss_causes.h"
 
 namespace prefixsim {

@@ -10,7 +10,7 @@
 // around its last full call in which no floor changes (Around) and returns at once from a call
 // inside it (Contains). A lookup hit, a failed allocation or a Free forgets the window. Under
 // invariant checks a call inside the window still runs in full and checks that it changed
-// nothing (kv_cache_manager.cc), and tests replay every sample with the fast path off
+// nothing (kv_cache_state.cc), and tests replay every sample with the fast path off
 // (sim/kv/fast_path.h) and compare the bytes.
 #ifndef PREFIXSIM_SIM_KV_QUIET_RANGES_H_
 #define PREFIXSIM_SIM_KV_QUIET_RANGES_H_

@@ -4,6 +4,7 @@
 #ifndef PREFIXSIM_SIM_KV_SINGLE_TYPE_MANAGER_H_
 #define PREFIXSIM_SIM_KV_SINGLE_TYPE_MANAGER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -145,6 +146,12 @@ class FullAttentionManager : public SingleTypeManager {
   // With partial hits, also registers the tail block under the hash of its last H boundary.
   int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
+  // EAGLE/MTP: the last matched unit is recomputed (docs/semantics.md §9.4); then the hit is
+  // floored to the alignment.
+  static int64_t TrimmedHit(int64_t hit, int64_t block_size, int64_t alignment, bool drop_eagle) {
+    if (drop_eagle && hit > 0) hit -= std::min(alignment, block_size);
+    return hit - hit % alignment;
+  }
 
  private:
   int64_t CachePartial(GroupBlocks* g, int group, const HashPair* fine, int64_t limit) const;

@@ -48,6 +48,7 @@ nlohmann::ordered_json KvPlanToJson(const KvPlan& plan) {
   j["blocks_per_max_len_request"] = plan.blocks_per_max_len_request;
   j["enable_prefix_caching"] = plan.enable_prefix_caching;
   j["warnings"] = plan.warnings;
+  j["startup_check"] = StartupCheckToJson(plan.startup_check);
   return j;
 }
 

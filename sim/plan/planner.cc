@@ -620,4 +620,21 @@ absl::Status CheckStartupMemory(const KvPlan& plan) {
   return absl::InvalidArgumentError(plan.startup_check.message);
 }
 
+absl::StatusOr<KvPlan> ResolvePlanForServing(const ModelSpec& model, const EngineConfig& engine,
+                                             std::string_view policy) {
+  PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolveKvPlan(model, engine, policy));
+  PREFIXSIM_RETURN_IF_ERROR(CheckStartupMemory(plan));
+  return plan;
+}
+
+std::string SmallPoolWarning(const KvPlan& plan) {
+  const int64_t usable = plan.num_blocks - 1;
+  if (plan.startup_check.performed || plan.blocks_per_max_len_request <= usable) return "";
+  return absl::StrFormat(
+      "policy %s: num_gpu_blocks %d leaves %d usable blocks, fewer than the %d one request of "
+      "max_model_len %d needs; requests that cannot fit are skipped (does_not_fit), and a pool "
+      "this small may thrash. Raise num_gpu_blocks or lower max_model_len.",
+      plan.policy, plan.num_blocks, usable, plan.blocks_per_max_len_request, plan.max_model_len);
+}
+
 }  // namespace prefixsim

@@ -301,7 +301,8 @@ std::string FlatOneMsStepTable() {
   return path;
 }
 
-TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
+// 80 requests sharing one of three prefixes, a few steps apart.
+std::vector<Request> SharedPrefixRequests() {
   std::vector<Request> reqs;
   std::mt19937_64 rng(11);
   double arrival_ms = 0;
@@ -315,6 +316,27 @@ TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
     // step often ends at an arrival (the arrival goes first); now and then a long gap.
     arrival_ms += rng() % 6 == 0 ? 40.0 : 0.5 * static_cast<double>(1 + rng() % 8);
   }
+  return reqs;
+}
+
+// SharedPrefixRequests replayed on HybridPlan(40) under `tuning` (seed 5); *report gets the
+// JSON summary without wall time.
+ReplayResult ReplayUnderTuning(const std::vector<Request>& reqs, const EngineConfig& engine,
+                               const ReplayTuning& tuning, std::string* report) {
+  VectorTrace trace(reqs);
+  ReplayOptions options;
+  options.seed = 5;
+  auto result = Replay(HybridPlan(40), ModelSpec{}, engine, trace, options, tuning);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return ReplayResult{};
+  ReportOptions json;
+  json.include_wall_time = false;
+  *report = ReplayResultToJson(*result, json).dump();
+  return *std::move(result);
+}
+
+TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
+  const std::vector<Request> reqs = SharedPrefixRequests();
   const std::string table = FlatOneMsStepTable();
   for (const char* router : {"round_robin", "least_loaded", "kv_aware", "random"}) {
     for (int replicas : {1, 3}) {
@@ -331,18 +353,11 @@ TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
         e.speculative.acceptance.rates = {0.6};
         e.fleet.replicas = replicas;
         e.fleet.router = router;
-        VectorTrace trace(reqs);
-        ReplayOptions options;
-        options.seed = 5;
         ReplayTuning tuning;
         tuning.replica_run_ahead = ahead == 1;
-        auto result = Replay(HybridPlan(40), ModelSpec{}, e, trace, options, tuning);
-        ASSERT_TRUE(result.ok()) << result.status();
-        ReportOptions report;
-        report.include_wall_time = false;
-        reports[ahead] = ReplayResultToJson(*result, report).dump();
-        records[ahead] = result->per_request;
-        EXPECT_GT(result->evicted_blocks, 0);
+        const ReplayResult result = ReplayUnderTuning(reqs, e, tuning, &reports[ahead]);
+        records[ahead] = result.per_request;
+        EXPECT_GT(result.evicted_blocks, 0);
       }
       SCOPED_TRACE(std::string(router) + ", " + std::to_string(replicas) + " replicas");
       EXPECT_EQ(reports[0], reports[1]);
@@ -354,6 +369,33 @@ TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
         EXPECT_EQ(records[0][i].finish_ns, records[1][i].finish_ns) << i;
         EXPECT_EQ(records[0][i].preemptions, records[1][i].preemptions) << i;
       }
+    }
+  }
+}
+
+// The fleet's lookups of every replica in one walk (sim/kv/fleet_lookup.cc) against one lookup
+// per replica: the same routes and reports, for the hybrid-aware and the primary-only views, on
+// fleets of one and of two bitset words.
+TEST(FleetTest, TheOneWalkChangesNothing) {
+  const std::vector<Request> reqs = SharedPrefixRequests();
+  for (const char* router : {"kv_aware", "kv_aware_unaligned"}) {
+    for (int replicas : {3, 70}) {
+      std::string reports[2];
+      std::vector<int> routes[2];
+      for (int one_walk = 0; one_walk < 2; ++one_walk) {
+        EngineConfig e = SmallEngine(48);
+        e.max_num_seqs = 3;
+        e.fleet.replicas = replicas;
+        e.fleet.router = router;
+        ReplayTuning tuning;
+        tuning.fleet_one_walk = one_walk == 1;
+        const ReplayResult result = ReplayUnderTuning(reqs, e, tuning, &reports[one_walk]);
+        routes[one_walk] = Replicas(result);
+        EXPECT_GT(result.prefix_cache.hits, 0);
+      }
+      SCOPED_TRACE(std::string(router) + ", " + std::to_string(replicas) + " replicas");
+      EXPECT_EQ(reports[0], reports[1]);
+      EXPECT_EQ(routes[0], routes[1]);
     }
   }
 }

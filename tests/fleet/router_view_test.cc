@@ -108,7 +108,7 @@ void ExpectFleetIndexGivesEveryReplicasOwnLookup(int replicas, int64_t num_block
       for (int r = 0; r < replicas; ++r) {
         kvs.push_back(std::make_unique<KvCacheManager>(c.plan, testing_kv::Checked()));
         feeds.push_back(std::make_unique<Feed>(&index, r));
-        kv::AttachCacheListener(*kvs[r], feeds.back().get(), &index.table());
+        kv::AttachCacheListener(*kvs[r], feeds.back().get());
       }
       std::mt19937_64 rng(seed);
       std::deque<Request> requests;  // outlive their registration

@@ -192,6 +192,55 @@ TEST_F(GridTest, BadInputExitsTwoNamingFileAndField) {
   EXPECT_NE(r.output.find("another"), std::string::npos) << r.output;
 }
 
+// vLLM's startup memory check is the library's (ResolvePlanForServing): a sweep and a regression
+// suite refuse the point that `replay` refuses, with the same message, before any point runs.
+TEST_F(GridTest, SweepAndRegressRefuseAPointReplayRefuses) {
+  // 20 MiB of 2 MiB Llama-3.1-8B blocks: 9 usable, and one 4096-token request needs 256.
+  const std::string trace = kTraces + "/sample_tokens.jsonl";
+  const std::string grid = Scenario("tiny_pool.json", R"({"name": "tiny", "base": {"model":
+    "llama-3.1-8b-layout", "engine": "llama-3.1-8b", "max_model_len": 4096, "policy": "new",
+    "trace": ")" + trace + R"("}, "axes": {"kv_cache_bytes": [20971520]},
+    "tolerances": {"hit_rate": {"abs": 0.001}}})");
+  const auto replay = RunCli("replay --trace " + trace +
+                             " --model llama-3.1-8b-layout --engine llama-3.1-8b --policy new "
+                             "--max-model-len 4096 --kv-cache-bytes 20971520");
+  ASSERT_EQ(replay.exit_code, 2) << replay.output;
+  const size_t at = replay.output.find("to serve one request");
+  ASSERT_NE(at, std::string::npos) << replay.output;
+  const std::string message = replay.output.substr(at, replay.output.find('\n', at) - at);
+  EXPECT_NE(message.find("more than the 9 usable blocks"), std::string::npos) << message;
+
+  auto r = RunCli("sweep --grid " + grid + " --out " + (dir_ / "o").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(grid + ": point 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "o" / "results.csv"));
+
+  const std::string baseline = Scenario("tiny_baseline.json", R"({"suite": "tiny", "points": {}})");
+  r = RunCli("regress --suite " + grid + " --baseline " + baseline);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+}
+
+// A point's plan JSON carries the startup check, as `resolve --json` prints it.
+TEST_F(GridTest, PointPlanJsonHasTheStartupCheck) {
+  const fs::path out = dir_ / "o";
+  auto r = RunCli("sweep -q --grid " + kSmallGrid + " --out " + out.string() +
+                  " --no-wall-time --shard 0/4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int points = 0;
+  for (const auto& e : fs::directory_iterator(out / "points")) {
+    const std::string text = ReadFile(e.path());
+    const size_t plan = text.find("\"kv_plan\"");
+    ASSERT_NE(plan, std::string::npos) << e.path();
+    const size_t check = text.find("\"startup_check\"", plan);
+    ASSERT_NE(check, std::string::npos) << e.path();
+    EXPECT_NE(text.find("\"performed\"", check), std::string::npos) << e.path();
+    ++points;
+  }
+  EXPECT_GT(points, 0);
+}
+
 TEST_F(GridTest, ShardsMergeToTheUnshardedRunByteForByte) {
   const fs::path full = dir_ / "full";
   auto r = RunCli("sweep -q --grid " + kSmallGrid + " --out " + full.string() +

@@ -56,6 +56,34 @@ ReplayResult PublicReplay(const std::string& policy) {
   return *std::move(result);
 }
 
+// vLLM's startup memory check holds for an embedder too: Replay and ReplayWithFleetSizing refuse
+// a plan whose kv_cache_bytes cannot hold one max_model_len request, with the check's message,
+// and ResolvePlanForServing refuses it before any replay.
+TEST(PublicReportTest, ReplayRefusesAPlanThatFailsTheStartupCheck) {
+  absl::StatusOr<EngineConfig> engine = LoadEngine("llama-3.1-8b");
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  engine->num_gpu_blocks.reset();
+  engine->kv_cache_bytes = int64_t{20} << 20;  // 10 blocks of 2 MiB
+  engine->max_model_len = 4096;
+  absl::StatusOr<ModelSpec> model = LoadModel("llama-3.1-8b-layout", ModelLoadOptions{});
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<KvPlan> plan = ResolveKvPlan(*model, *engine, "new");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE(plan->startup_check.ok);
+  const absl::StatusOr<KvPlan> serving = ResolvePlanForServing(*model, *engine, "new");
+  EXPECT_EQ(serving.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(serving.status().message()), HasSubstr("9 usable blocks"));
+  const TraceOpener open = [] { return OpenTrace(kTrace); };
+  absl::StatusOr<ReplayResult> sized = ReplayWithFleetSizing(*plan, *model, *engine, open);
+  EXPECT_EQ(sized.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sized.status().message(), plan->startup_check.message);
+  absl::StatusOr<std::unique_ptr<TraceReader>> trace = OpenTrace(kTrace);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  absl::StatusOr<ReplayResult> replayed = Replay(*plan, *model, *engine, **trace);
+  EXPECT_EQ(replayed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(replayed.status().message(), plan->startup_check.message);
+}
+
 TEST(PublicReportTest, ReplayJsonAndTextEqualTheCli) {
   const ReplayResult result = PublicReplay("new");
   ReportOptions report;

@@ -12,7 +12,7 @@ namespace {
 class AttentionOnlyView final : public IndexedView {
  public:
   explicit AttentionOnlyView(const CacheViewConfig& config)
-      : IndexedView(config.num_replicas, /*primary_only=*/true) {
+      : IndexedView(config, /*primary_only=*/true) {
     PREFIXSIM_CHECK(config.plan != nullptr);
     for (const KvGroup& g : config.plan->groups) {
       indexed_.push_back(g.kind == LayerKind::kFullAttention || g.kind == LayerKind::kMla);

@@ -12,7 +12,7 @@ namespace {
 class DelayedView final : public IndexedView {
  public:
   explicit DelayedView(const CacheViewConfig& config)
-      : IndexedView(config.num_replicas, /*primary_only=*/false),
+      : IndexedView(config, /*primary_only=*/false),
         delay_ns_(static_cast<int64_t>(config.view.event_delay_ms * 1e6)),
         pending_(config.num_replicas) {}
   std::string_view name() const override { return "delayed"; }

@@ -8,8 +8,7 @@ namespace {
 
 class ExactView final : public IndexedView {
  public:
-  explicit ExactView(const CacheViewConfig& config)
-      : IndexedView(config.num_replicas, /*primary_only=*/false) {}
+  explicit ExactView(const CacheViewConfig& config) : IndexedView(config, /*primary_only=*/false) {}
   std::string_view name() const override { return "exact"; }
   void OnStored(int replica, uint64_t key, uint32_t tag, int /*group*/,
                 int64_t /*now_ns*/) override {

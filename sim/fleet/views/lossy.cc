@@ -16,7 +16,7 @@ namespace {
 class LossyView final : public IndexedView {
  public:
   explicit LossyView(const CacheViewConfig& config)
-      : IndexedView(config.num_replicas, /*primary_only=*/false),
+      : IndexedView(config, /*primary_only=*/false),
         loss_(config.view.event_loss),
         rng_(config.seed ^ 0x6c6f7373ULL),
         batches_(config.num_replicas) {}
