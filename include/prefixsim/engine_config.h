@@ -56,9 +56,9 @@ struct SpeculativeConfig {
   bool enabled = false;
   std::string method = "dspark";  // eagle, eagle3, mtp, dspark, draft_model, ngram, suffix, medusa
   int num_speculative_tokens = 0;
-  // Whether the EAGLE/MTP last-unit drop (docs/semantics.md §9.4) applies. Unset: decided by
-  // method.
-  std::optional<bool> eagle_block_drop;
+  // vLLM's SpeculativeConfig.disable_eagle_block_drop: the EAGLE-family methods (eagle, eagle3,
+  // mtp, dspark) drop the last matched unit of a prefix hit (docs/semantics.md §9.4) unless set.
+  bool disable_eagle_block_drop = false;
   AcceptanceConfig acceptance;
 
   // Lookahead slots reserved per decode step (docs/semantics.md §11): k for EAGLE/MTP/DSpark/draft

@@ -28,6 +28,10 @@ struct KvGroup {
   int64_t attention_chunk_size = 0;  // chunked_local groups
   bool prefix_cacheable = true;
   bool is_eagle_group = false;  // the EAGLE/MTP drop applies to this group (docs/semantics.md §9.4)
+  // Mamba groups under speculative decoding: the state blocks a request holds for its draft
+  // positions besides its running state (vLLM's MambaSpec.num_speculative_blocks, =
+  // num_speculative_tokens; docs/semantics.md §2.3, §10.1). 0 otherwise.
+  int num_speculative_blocks = 0;
   bool drafter() const { return num_drafter_layers > 0; }
 };
 

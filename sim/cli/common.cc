@@ -97,9 +97,14 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
                                                   "eagle, eagle3, mtp, dspark, ...");
   g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
   g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
+  CLI::Option* disable_eagle_block_drop =
+      g->add_option("--disable-eagle-block-drop", o.disable_eagle_block_drop,
+                    "true or false: keep the last matched block of a prefix hit that the eagle, "
+                    "eagle3, mtp and dspark methods drop (vLLM's default false)");
   g->add_flag("--no-spec", o.no_speculative, "turn speculative decoding off (drops drafter layers)")
       ->excludes(num_speculative_tokens)
-      ->excludes(speculative_method);
+      ->excludes(speculative_method)
+      ->excludes(disable_eagle_block_drop);
 }
 
 void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {

@@ -164,6 +164,7 @@ const std::vector<std::pair<std::string, Setter>>& KeyTable() {
       {"kv_cache_dtype", OverrideString(&O::kv_cache_dtype)},
       {"enable_prefix_caching", Bool(&O::enable_prefix_caching)},
       {"enable_chunked_prefill", Bool(&O::enable_chunked_prefill)},
+      {"disable_eagle_block_drop", Bool(&O::disable_eagle_block_drop)},
       {"no_speculative",
        [](const Json& v, const std::string&, PointConfig& c) {
          PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_boolean(), "true or false"));

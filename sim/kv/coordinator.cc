@@ -13,7 +13,8 @@ namespace {
 bool SameSpec(const KvGroup& a, const KvGroup& b) {
   return a.kind == b.kind && a.block_size == b.block_size && a.sliding_window == b.sliding_window &&
          a.attention_chunk_size == b.attention_chunk_size &&
-         a.prefix_cacheable == b.prefix_cacheable && a.is_eagle_group == b.is_eagle_group;
+         a.prefix_cacheable == b.prefix_cacheable && a.is_eagle_group == b.is_eagle_group &&
+         a.num_speculative_blocks == b.num_speculative_blocks;
 }
 
 bool IsFullAttentionKind(LayerKind k) {
@@ -327,8 +328,7 @@ void KvCacheCoordinator::FreeAll(GroupBlocks* groups) const {
       prefetch_next();
       pool_->Free(blocks[i]);
     }
-    blocks.clear();
-    groups[g].num_cached = 0;
+    groups[g].Clear();
   }
 }
 

@@ -1,14 +1,16 @@
 // Mamba in align mode (docs/semantics.md §9.2, §10.1, §10.3), kept simple:
 //  * the block table is indexed like an attention table (block i = state after (i+1)·B tokens);
-//    only the running state block and, for one step, the previous one are real, the rest null;
+//    only the running state block and, until the next step, the previous one are real, the rest
+//    null; under speculative decoding the table ends with num_speculative_blocks more blocks, the
+//    states of the draft positions (vLLM keeps the running state at len - 1 - k);
 //  * a step that ends exactly on a block boundary leaves the state for that boundary in the
 //    block, which is then cached (subject to the hybrid round-down to S and A-alignment);
 //  * a hit is the last cached state whose boundary is A-aligned; never an EAGLE drop.
 // With partial hits (A = H < B), states are also cached at H boundaries inside a block, under
 // the fine hash, and a hit may end there; a cached state block is never written again: a step
 // that continues in it gets a fresh block (the checkpoint / copy-on-write of §10.1).
-// Simplifications: no speculative state blocks, and no "cached in the same step" refusal. The
-// state at a boundary crossed by accepted drafts is cached by KvCacheManager (reference notes §2).
+// Simplification: no "cached in the same step" refusal. The state at a boundary crossed by
+// accepted drafts is cached by KvCacheState (reference notes §2).
 #include <algorithm>
 
 #include "sim/kv/single_type_manager.h"
@@ -54,6 +56,21 @@ int64_t MambaManager::FindLongestHit(const HitIndex& index, const HashPair* fine
   return 0;
 }
 
+void MambaManager::RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const {
+  const int64_t skipped = NumSkippedBlocks(num_computed);
+  for (GroupBlocks& g : run) {
+    const int64_t end = std::min<int64_t>(skipped, StateBlocks(g));
+    // Last first, as the generic removal; [0, num_released) is null already.
+    for (int64_t i = end - 1; i >= g.num_released; --i) {
+      const BlockId b = g.blocks[i];
+      if (b == kNullBlock) continue;
+      g.blocks[i] = kNullBlock;
+      pool_->Free(b);  // keeps its hash: a cached state stays hittable until evicted
+    }
+    g.num_released = static_cast<int32_t>(std::max<int64_t>(g.num_released, end));
+  }
+}
+
 int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
                                           const std::vector<BlockId>* hits, int64_t /*need*/,
                                           int64_t main, int64_t total) const {
@@ -63,13 +80,16 @@ int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
   for (size_t k = 0; k < run.size(); ++k) {
     const GroupBlocks& g = run[k];
     const std::vector<BlockId>* hit = hits != nullptr ? &hits[k] : nullptr;
-    const int64_t held =
-        static_cast<int64_t>(g.blocks.size()) + (hit ? static_cast<int64_t>(hit->size()) : 0);
+    const int64_t held = StateBlocks(g) + (hit ? static_cast<int64_t>(hit->size()) : 0);
     int64_t need_state = r >= held ? 1 : 0;
     if (r >= 0 && r == held - 1 && main > total) {
-      const BlockId last = (hit && !hit->empty()) ? hit->back() : g.blocks.back();
+      const BlockId last = (hit && !hit->empty()) ? hit->back() : g.blocks[held - 1];
       if (last != kNullBlock && pool_->is_cached(last))
         need_state = 1;  // never write a cached state
+    }
+    // The first allocation also takes the speculative state blocks; later ones reuse them.
+    if (need_state > 0 && g.num_speculative < spec_.num_speculative_blocks) {
+      need_state += spec_.num_speculative_blocks - g.num_speculative;
     }
     n += need_state;
     if (hit != nullptr) {
@@ -84,9 +104,10 @@ int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
 int64_t MambaManager::AllocateNew(absl::Span<GroupBlocks> run, int64_t /*need*/, int64_t main,
                                   int64_t total) const {
   const int64_t r = CeilDiv(main, block_size_) - 1;
+  const int ks = spec_.num_speculative_blocks;
   int64_t n = 0;
   for (GroupBlocks& g : run) {
-    const int64_t size = static_cast<int64_t>(g.blocks.size());
+    const int64_t size = StateBlocks(g);
     if (r >= 0 && r == size - 1 && main > total) {
       const BlockId old = g.blocks[r];
       if (old != kNullBlock && pool_->is_cached(old)) {
@@ -94,15 +115,37 @@ int64_t MambaManager::AllocateNew(absl::Span<GroupBlocks> run, int64_t /*need*/,
         g.blocks[r] = pool_->Allocate();
         pool_->Free(old);
         ++n;
+        n += ReserveSpeculativeBlocks(g, ks);
         continue;
       }
     }
     if (r < size) continue;
+    // The running state moves to block r (vLLM's allocate_new_blocks in align mode): the first
+    // speculative block becomes it and one new block joins the speculative ones at the end, or,
+    // on the first allocation, a new block holds it and the speculative blocks are taken.
+    std::vector<BlockId> speculative(g.blocks.end() - g.num_speculative, g.blocks.end());
+    g.blocks.resize(size);
+    g.num_speculative = 0;
     g.blocks.resize(r, kNullBlock);
-    g.blocks.push_back(pool_->Allocate());
-    ++n;
+    if (speculative.empty()) {
+      g.blocks.push_back(pool_->Allocate());
+      ++n;
+      n += ReserveSpeculativeBlocks(g, ks);
+    } else {
+      g.blocks.insert(g.blocks.end(), speculative.begin(), speculative.end());
+      g.blocks.push_back(pool_->Allocate());
+      ++n;
+      g.num_speculative = static_cast<int32_t>(speculative.size());
+    }
   }
   return n;
+}
+
+int64_t MambaManager::ReserveSpeculativeBlocks(GroupBlocks& g, int count) const {
+  const int64_t missing = count - g.num_speculative;
+  for (int64_t i = 0; i < missing; ++i) g.blocks.push_back(pool_->Allocate());
+  g.num_speculative = count;
+  return std::max<int64_t>(missing, 0);
 }
 
 const HashPair* MambaManager::StateToPublish(const HashPair* fine, int64_t limit, int64_t step_end,
@@ -124,7 +167,7 @@ void MambaManager::PrefetchPublishes(absl::Span<const GroupBlocks> run, const Ha
   if (h == nullptr) return;
   for (size_t k = 0; k < run.size(); ++k) {
     const GroupBlocks& g = run[k];
-    if (i < static_cast<int64_t>(g.blocks.size()) && g.blocks[i] != kNullBlock) {
+    if (i < StateBlocks(g) && g.blocks[i] != kNullBlock) {
       pool_->PrefetchPublish(g.blocks[i], group_id_ + static_cast<int>(k), *h);
     }
   }
@@ -138,7 +181,7 @@ int64_t MambaManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* f
   int64_t n = 0;
   for (size_t k = 0; k < run.size(); ++k) {
     GroupBlocks& g = run[k];
-    if (h != nullptr && i < static_cast<int64_t>(g.blocks.size())) {
+    if (h != nullptr && i < StateBlocks(g)) {
       const BlockId b = g.blocks[i];
       if (b != kNullBlock && !pool_->is_cached(b) &&
           pool_->Cache(b, group_id_ + static_cast<int>(k), *h)) {

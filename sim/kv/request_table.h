@@ -60,10 +60,7 @@ class RequestTable {
     st.hashes.clear();
     st.cursor = HashCursor{};
     st.groups.resize(num_groups);
-    for (GroupBlocks& g : st.groups) {
-      g.blocks.clear();
-      g.num_cached = 0;
-    }
+    for (GroupBlocks& g : st.groups) g.Clear();
     st.pending.resize(num_groups);
     for (auto& p : st.pending) p.clear();
     st.has_pending = false;

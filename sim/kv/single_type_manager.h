@@ -25,6 +25,17 @@ inline int64_t RoundDown(int64_t a, int64_t b) { return a / b * b; }
 struct GroupBlocks {
   std::vector<BlockId> blocks;
   int64_t num_cached = 0;  // blocks [0, num_cached) were already considered for caching
+  // Mamba: the last num_speculative blocks are the request's speculative state blocks, past its
+  // running state (docs/semantics.md §10.1); blocks [0, num_released) hold no block any more.
+  int32_t num_speculative = 0;
+  int32_t num_released = 0;
+  // Empties the table (its blocks freed or moved elsewhere).
+  void Clear() {
+    blocks.clear();
+    num_cached = 0;
+    num_speculative = 0;
+    num_released = 0;
+  }
 };
 
 struct ManagerParams {
@@ -81,7 +92,7 @@ class SingleTypeManager {
 
   // Replaces the blocks no longer needed (NumSkippedBlocks) by the null block and frees them,
   // last first.
-  void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const;
+  virtual void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const;
   // Blocks these groups must take from the free queue (docs/semantics.md §10.1): new blocks plus
   // hit blocks that are currently free (touching them removes them from the queue). `hits` is null
   // or the run's hit lists (hits[k] for run[k]).
@@ -195,6 +206,9 @@ class MambaManager : public SingleTypeManager {
   int64_t NumSkippedBlocks(int64_t num_computed) const override {
     return CeilDiv(num_computed, block_size_) - 1;
   }
+  // Frees every real block before the running state, null blocks between them or not
+  // (MambaManager.remove_skipped_blocks frees the previous state by its index).
+  void RemoveSkippedBlocks(absl::Span<GroupBlocks> run, int64_t num_computed) const override;
   int64_t NumBlocksToAllocate(absl::Span<const GroupBlocks> run, const std::vector<BlockId>* hits,
                               int64_t need, int64_t main, int64_t total) const override;
   int64_t AllocateNew(absl::Span<GroupBlocks> run, int64_t need, int64_t main,
@@ -206,6 +220,12 @@ class MambaManager : public SingleTypeManager {
   bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
 
  private:
+  // The part of the table indexed by state: block i holds the state after (i + 1)·B tokens.
+  static int64_t StateBlocks(const GroupBlocks& g) {
+    return static_cast<int64_t>(g.blocks.size()) - g.num_speculative;
+  }
+  // Appends speculative state blocks until the table has `count`; returns how many it took.
+  int64_t ReserveSpeculativeBlocks(GroupBlocks& g, int count) const;
   // The state CacheBlocks(run, fine, limit, step_end) publishes, the same for every group of the
   // run: its block index (the block holding the state at step_end) and hash; null: none.
   const HashPair* StateToPublish(const HashPair* fine, int64_t limit, int64_t step_end,

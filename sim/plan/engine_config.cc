@@ -127,8 +127,14 @@ absl::Status ParseSpeculative(const JsonConfig& doc, const nlohmann::json& value
   PREFIXSIM_ASSIGN_OR_RETURN(auto k, doc.OptionalInt(value, path, "num_speculative_tokens", 0));
   spec.num_speculative_tokens = static_cast<int>(k.value_or(0));
   spec.enabled = spec.num_speculative_tokens > 0;
-  PREFIXSIM_ASSIGN_OR_RETURN(auto drop, doc.OptionalBool(value, path, "eagle_block_drop"));
-  spec.eagle_block_drop = drop;
+  if (value.contains("eagle_block_drop")) {
+    return doc.Error(JsonConfig::Join(path, "eagle_block_drop"),
+                     "replaced by vLLM's speculative.disable_eagle_block_drop (default false: the "
+                     "eagle, eagle3, mtp and dspark methods drop the last matched block)");
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(auto no_drop,
+                             doc.OptionalBool(value, path, "disable_eagle_block_drop"));
+  spec.disable_eagle_block_drop = no_drop.value_or(false);
   auto acceptance = value.find("acceptance");
   if (acceptance != value.end() && !acceptance->is_null()) {
     const std::string apath = "speculative.acceptance";
@@ -247,7 +253,9 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
         "description"}},
       // An object value of "backend" or of "backends.<kind>".
       {"backend", {"name", "kernel_block_sizes", "preferred_block_size"}},
-      {"speculative", {"method", "num_speculative_tokens", "eagle_block_drop", "acceptance"}},
+      {"speculative",
+       {"method", "num_speculative_tokens", "disable_eagle_block_drop", "eagle_block_drop",
+        "acceptance"}},
       {"speculative.acceptance", {"model", "rates", "histogram"}},
       {"cost_model", {"kind", "gpu", "table"}},
       {"router",

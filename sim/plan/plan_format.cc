@@ -31,6 +31,7 @@ nlohmann::ordered_json KvPlanToJson(const KvPlan& plan) {
     if (g.kind == LayerKind::kSlidingWindow) j["sliding_window"] = g.sliding_window;
     if (g.kind == LayerKind::kChunkedLocal) j["attention_chunk_size"] = g.attention_chunk_size;
     j["is_eagle_group"] = g.is_eagle_group;
+    if (g.kind == LayerKind::kMamba) j["num_speculative_blocks"] = g.num_speculative_blocks;
     groups.push_back(j);
   }
   nlohmann::ordered_json j;
@@ -87,6 +88,19 @@ std::string FormatKvPlan(const KvPlan& plan) {
                         "  num_blocks = %d (incl. the null block)   bytes per block = %d   "
                         "blocks per max_model_len request = %d\n",
                         plan.num_blocks, plan.bytes_per_block, plan.blocks_per_max_len_request);
+  int mamba_groups = 0, speculative_blocks = 0;
+  for (const KvGroup& g : plan.groups) {
+    if (g.kind != LayerKind::kMamba) continue;
+    ++mamba_groups;
+    speculative_blocks = g.num_speculative_blocks;
+  }
+  if (speculative_blocks > 0) {
+    absl::StrAppendFormat(&out,
+                          "  mamba state blocks per request: %d groups x (1 running + %d "
+                          "speculative) = %d\n",
+                          mamba_groups, speculative_blocks,
+                          mamba_groups * (1 + speculative_blocks));
+  }
   if (!plan.enable_prefix_caching) absl::StrAppend(&out, "  prefix caching disabled\n");
   for (const std::string& w : plan.warnings) absl::StrAppend(&out, "  warning: ", w, "\n");
   return out;

@@ -104,24 +104,23 @@ int64_t MaxPagesPerRequest(const KvGroup& group, const EngineConfig& engine,
     case LayerKind::kMamba:
       switch (engine.mamba_cache_mode) {
         case MambaCacheMode::kNone:
-          return 1;
+          return 1 + group.num_speculative_blocks;
         case MambaCacheMode::kAlign:
-          return 2;
+          return 2 + group.num_speculative_blocks;
         case MambaCacheMode::kAll:
-          return CeilDiv(m, b);
+          return CeilDiv(m, b) + group.num_speculative_blocks;
       }
   }
   return CeilDiv(m, b);
 }
 
-// docs/semantics.md §9.4 / §6.3: whether the EAGLE/MTP last-unit drop applies. [inferred] default:
-// on for the EAGLE-style proposers vLLM has always dropped for (eagle, eagle3, mtp), off for dspark
-// and draft models (PR #53007 reports the DSpark run equal to the no-speculation run, which a drop
-// of one unit per request would not give); speculative.eagle_block_drop overrides.
+// docs/semantics.md §9.4 / §6.3: whether the EAGLE/MTP last-unit drop applies, as vLLM's
+// SpeculativeConfig.use_eagle_block_drop(): use_eagle() (the methods that draft from the target's
+// hidden states: eagle, eagle3, mtp, dspark) and not disable_eagle_block_drop.
 bool UsesEagleBlockDrop(const SpeculativeConfig& spec) {
-  if (!spec.enabled) return false;
-  if (spec.eagle_block_drop) return *spec.eagle_block_drop;
-  return spec.method == "eagle" || spec.method == "eagle3" || spec.method == "mtp";
+  if (!spec.enabled || spec.disable_eagle_block_drop) return false;
+  return spec.method == "eagle" || spec.method == "eagle3" || spec.method == "mtp" ||
+         spec.method == "dspark";
 }
 
 // What every stage reads, and the error it returns: "<model> with <engine>: <message>".
@@ -428,6 +427,15 @@ absl::Status SelectKernelBlockSizes(const PlanInputs& in, KvPlan* plan) {
   return absl::OkStatus();
 }
 
+// §2.3: a mamba group keeps a state block per draft position (MambaBase.get_kv_cache_spec sets
+// num_speculative_blocks to the engine's num_speculative_tokens).
+void SetSpeculativeStateBlocks(const EngineConfig& engine, KvPlan* plan) {
+  const int k = engine.speculative.enabled ? engine.speculative.num_speculative_tokens : 0;
+  for (KvGroup& g : plan->groups) {
+    if (g.kind == LayerKind::kMamba) g.num_speculative_blocks = k;
+  }
+}
+
 // §6.4: the number of blocks, the blocks one max_model_len request holds, and the startup check.
 absl::Status SizeMemory(const PlanInputs& in, KvPlan* plan) {
   const ModelSpec& model = in.model;
@@ -608,6 +616,7 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   SpecifyLayers(in, primary, &concrete.layers);
   PREFIXSIM_RETURN_IF_ERROR(GroupLayers(in, primary.block_size, &concrete.layers, &plan));
   PREFIXSIM_RETURN_IF_ERROR(SelectKernelBlockSizes(in, &plan));
+  SetSpeculativeStateBlocks(engine, &plan);
   PREFIXSIM_RETURN_IF_ERROR(SizeMemory(in, &plan));
   PREFIXSIM_RETURN_IF_ERROR(SetGranularities(in, &plan));
   MarkEagleGroups(engine, &plan);

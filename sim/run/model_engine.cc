@@ -128,6 +128,9 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   }
   if (o.enable_prefix_caching) engine.enable_prefix_caching = *o.enable_prefix_caching;
   if (o.enable_chunked_prefill) engine.enable_chunked_prefill = *o.enable_chunked_prefill;
+  if (o.disable_eagle_block_drop) {
+    engine.speculative.disable_eagle_block_drop = *o.disable_eagle_block_drop;
+  }
   absl::Status valid = ValidateEngineConfig(engine);
   if (!valid.ok()) {
     return absl::InvalidArgumentError(

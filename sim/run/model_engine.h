@@ -31,6 +31,7 @@ struct EngineOverrides {
   std::optional<std::string> mamba_spec_boundary_states;
   std::optional<bool> enable_prefix_caching;
   std::optional<bool> enable_chunked_prefill;
+  std::optional<bool> disable_eagle_block_drop;
   bool no_speculative = false;
   // Fleet (replay/compare and grid points; the CLI's AddFleetOptions adds the flags).
   std::optional<std::string> replicas;  // "N" or "auto"

@@ -127,12 +127,15 @@ TEST(JunctionStopTest, EvictedJunctionStateIsCachedAgain) {
 // 3,500-token system prompt and go on with 3,000 tokens of their own. The first prefills to 6,144
 // (its last cacheable position), so its only KDA state lies past the shared part. The second finds
 // two MLA blocks (3,072 tokens) but no KDA state there: its hit is 0 and it stops at the junction
-// 3,072; every later request hits 3,072. Without the stop none of them would hit.
+// 3,072; every later request hits 3,072. Without the stop none of them would hit. The EAGLE drop
+// is off (speculative.disable_eagle_block_drop): with it, the block past each hit must be cached
+// too (speculative_kv_test.cc).
 TEST(JunctionStopTest, KimiK3SharedSystemPrompt) {
   auto model = LoadModel("kimi-k3-like");
   ASSERT_TRUE(model.ok()) << model.status();
   auto engine = LoadEngine("kimi-k3-dspark");
   ASSERT_TRUE(engine.ok()) << engine.status();
+  engine->speculative.disable_eagle_block_drop = true;
   auto plan = ResolveKvPlan(*model, *engine, "new");
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->hit_alignment, 1536);

@@ -30,11 +30,13 @@ const std::string kTrace =
     std::string(PREFIXSIM_REAL_TRACES_DIR) + "/mooncake_conversation_trace.jsonl.zst";
 
 ReplayResult RunMooncake(const char* engine_preset, const char* policy, int64_t kv_cache_bytes = 0,
-                         int replicas = 1, const char* router = "round_robin") {
+                         int replicas = 1, const char* router = "round_robin",
+                         bool disable_eagle_block_drop = false) {
   auto model = LoadModel("kimi-k3-like");
   auto engine = LoadEngine(engine_preset);
   EXPECT_TRUE(model.ok() && engine.ok());
   if (!model.ok() || !engine.ok()) return {};
+  engine->speculative.disable_eagle_block_drop = disable_eagle_block_drop;
   engine->fleet.replicas = replicas;
   engine->fleet.router = router;
   if (kv_cache_bytes > 0) {
@@ -72,13 +74,18 @@ void Print(const ReplayResult& r) {
       static_cast<long long>(r.evicted_blocks), static_cast<long long>(r.finished_requests));
 }
 
-TEST(MooncakeReplayTest, WithoutCapacityLimitNewMatchesNoSpecAndBeatsOld) {
+// PR #53007's comparison at 4 TiB: `new` beats `old` by more than 5 points. With vLLM's EAGLE drop
+// for DSpark (docs/semantics.md §9.4) each hit needs the block past it cached too, so `new` stays
+// below the no-speculation run; without the drop (speculative.disable_eagle_block_drop) it
+// matches it within a point, as the PR reported.
+TEST(MooncakeReplayTest, WithoutCapacityLimitNewBeatsOldAndMatchesNoSpecWithoutTheDrop) {
   if (!TraceAvailable() || kSanitizerBuild) GTEST_SKIP() << "no trace, or sanitized build";
   constexpr int64_t kBig = int64_t{4} << 40;
   const ReplayResult old_r = RunMooncake("kimi-k3-dspark", "old", kBig);
   const ReplayResult new_r = RunMooncake("kimi-k3-dspark", "new", kBig);
+  const ReplayResult no_drop = RunMooncake("kimi-k3-dspark", "new", kBig, 1, "round_robin", true);
   const ReplayResult nospec = RunMooncake("kimi-k3", "new", kBig);
-  for (const ReplayResult* r : {&old_r, &new_r, &nospec}) Print(*r);
+  for (const ReplayResult* r : {&old_r, &new_r, &no_drop, &nospec}) Print(*r);
   EXPECT_EQ(old_r.requests, 12031);
   EXPECT_EQ(old_r.finished_requests, 12031);
   EXPECT_EQ(old_r.plan.hit_alignment, 13824);
@@ -86,7 +93,8 @@ TEST(MooncakeReplayTest, WithoutCapacityLimitNewMatchesNoSpecAndBeatsOld) {
   EXPECT_EQ(nospec.plan.hit_alignment, 1536);
   EXPECT_EQ(new_r.preemptions, 0);
   EXPECT_GT(new_r.prefix_cache.hit_rate(), old_r.prefix_cache.hit_rate() + 0.05);
-  EXPECT_NEAR(new_r.prefix_cache.hit_rate(), nospec.prefix_cache.hit_rate(), 0.01);
+  EXPECT_LT(new_r.prefix_cache.hit_rate(), nospec.prefix_cache.hit_rate() - 0.01);
+  EXPECT_NEAR(no_drop.prefix_cache.hit_rate(), nospec.prefix_cache.hit_rate(), 0.01);
 }
 
 TEST(MooncakeReplayTest, AtPresetCapacityOldPublishesOnlySchedulerBlockPrefixes) {

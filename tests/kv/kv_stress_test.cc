@@ -156,6 +156,10 @@ void RunWorkload(const KvPlan& plan, uint64_t seed, int num_requests, bool exact
     }
     // Decode with k drafts (EAGLE-like: k lookahead slots), accept some.
     const int64_t k = static_cast<int64_t>(rng() % 3);
+    // The drafts the last step accepted are verified: this call publishes a mamba state at a
+    // boundary they crossed (docs/reference-notes.md §2) before it checks for free blocks, so
+    // even when it fails and the request is preempted.
+    s->verified_max = std::max(s->verified_max, s->computed);
     if (!m.AllocateSlots(s->req.id, s->computed, 1 + k, 0, k)) {
       preempt(s);
       continue;

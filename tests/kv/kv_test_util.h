@@ -85,11 +85,13 @@ inline std::vector<uint32_t> Concat(std::vector<uint32_t> a, const std::vector<u
 }
 
 // The PR #53007 plan from the presets: Kimi-K3-like with the DSpark drafter under `policy`
-// (docs/semantics.md §13.B).
+// (docs/semantics.md §13.B), with speculative.disable_eagle_block_drop so that hits follow the
+// alignment alone, as the PR's arithmetic does (the drop on this plan: speculative_kv_test.cc).
 inline KvPlan KimiPlan(const char* policy) {
   auto model = LoadModel("kimi-k3-like");
   auto engine = LoadEngine("kimi-k3-dspark");
   EXPECT_TRUE(model.ok() && engine.ok());
+  engine->speculative.disable_eagle_block_drop = true;
   auto plan = ResolveKvPlan(*model, *engine, policy);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *plan : KvPlan{};

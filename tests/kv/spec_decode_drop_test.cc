@@ -32,11 +32,11 @@ struct DropCase {
   bool drops;
 };
 
-// docs/semantics.md §9.4: EAGLE-style proposers (eagle, eagle3, mtp) need the hidden state of the
-// token before the generation point, so the last matched unit is recomputed; dspark and draft
-// models do not.
+// docs/semantics.md §9.4: the proposers that draft from the target's hidden states (vLLM's
+// SpeculativeConfig.use_eagle(): eagle, eagle3, mtp, dspark) need the hidden state of the token
+// before the generation point, so the last matched unit is recomputed; draft models do not.
 constexpr DropCase kDropTable[] = {
-    {"eagle", true}, {"eagle3", true}, {"mtp", true}, {"dspark", false}, {"draft_model", false},
+    {"eagle", true}, {"eagle3", true}, {"mtp", true}, {"dspark", true}, {"draft_model", false},
 };
 
 // Kimi-K3-like (MLA target + KDA mamba) on the kimi-k3 engine (tensor parallel 4, mamba align
@@ -46,7 +46,7 @@ struct MambaSpecPlan {
   EngineConfig engine;
 };
 
-MambaSpecPlan KimiWith(const std::string& method, std::optional<bool> drop = std::nullopt,
+MambaSpecPlan KimiWith(const std::string& method, bool disable_drop = false,
                        bool prefix_caching = true) {
   MambaSpecPlan out;
   auto engine = LoadEngine("kimi-k3");
@@ -55,7 +55,7 @@ MambaSpecPlan KimiWith(const std::string& method, std::optional<bool> drop = std
   out.engine.speculative.enabled = true;
   out.engine.speculative.method = method;
   out.engine.speculative.num_speculative_tokens = 1;
-  out.engine.speculative.eagle_block_drop = drop;
+  out.engine.speculative.disable_eagle_block_drop = disable_drop;
   out.engine.enable_prefix_caching = prefix_caching;
   ModelLoadOptions options;
   options.tensor_parallel_size = out.engine.tensor_parallel_size;
@@ -93,12 +93,13 @@ TEST(SpecDecodeDropTest, MethodTableOnAMambaHybrid) {
   }
 }
 
-// docs/semantics.md §9.4: speculative.eagle_block_drop overrides the method's default either way,
-// and without prefix caching there is nothing to drop.
-TEST(SpecDecodeDropTest, OverrideAndNoPrefixCaching) {
-  EXPECT_TRUE(AnyEagleGroup(KimiWith("dspark", true).plan));
-  EXPECT_FALSE(AnyEagleGroup(KimiWith("mtp", false).plan));
-  EXPECT_FALSE(AnyEagleGroup(KimiWith("mtp", std::nullopt, /*prefix_caching=*/false).plan));
+// docs/semantics.md §9.4: speculative.disable_eagle_block_drop (vLLM's, default false) turns the
+// drop off for every method, and without prefix caching there is nothing to drop.
+TEST(SpecDecodeDropTest, DisableAndNoPrefixCaching) {
+  EXPECT_TRUE(AnyEagleGroup(KimiWith("dspark").plan));
+  EXPECT_FALSE(AnyEagleGroup(KimiWith("dspark", /*disable_drop=*/true).plan));
+  EXPECT_FALSE(AnyEagleGroup(KimiWith("mtp", /*disable_drop=*/true).plan));
+  EXPECT_FALSE(AnyEagleGroup(KimiWith("mtp", false, /*prefix_caching=*/false).plan));
 }
 
 // docs/semantics.md §11.1: the last cacheable mamba position is the prompt floored to the mamba

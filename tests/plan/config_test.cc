@@ -118,6 +118,20 @@ TEST(EngineJsonTest, NgramReservesNoLookahead) {
   EXPECT_EQ(engine->speculative.LookaheadTokens(), 0);
 }
 
+// vLLM's SpeculativeConfig.disable_eagle_block_drop: default false, read from the engine JSON.
+TEST(EngineJsonTest, DisableEagleBlockDrop) {
+  const char* spec = R"("speculative": {"method": "dspark", "num_speculative_tokens": 1,
+      "acceptance": {"rates": [0.5]})";
+  auto engine = ParseEngineJson(std::string("{\"num_gpu_blocks\": 10, ") + spec + "}}", "e.json");
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_FALSE(engine->speculative.disable_eagle_block_drop);
+  engine = ParseEngineJson(
+      std::string("{\"num_gpu_blocks\": 10, ") + spec + ", \"disable_eagle_block_drop\": true}}",
+      "e.json");
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_TRUE(engine->speculative.disable_eagle_block_drop);
+}
+
 // Reference notes §2: mamba states at boundaries crossed inside a verify step; default cached.
 TEST(EngineJsonTest, MambaSpecBoundaryStates) {
   auto engine = ParseEngineJson(R"({"num_gpu_blocks": 10})", "e.json");
@@ -168,6 +182,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadModelCase{R"({"num_gpu_blocks": 10, "speculative": {"method": "warp",
                         "num_speculative_tokens": 2, "acceptance": {"rates": [0.5]}}})",
                      "unknown method 'warp'"},
+        BadModelCase{R"({"num_gpu_blocks": 10, "speculative": {"method": "dspark",
+                        "num_speculative_tokens": 1, "eagle_block_drop": false,
+                        "acceptance": {"rates": [0.5]}}})",
+                     "field 'speculative.eagle_block_drop': replaced by vLLM's "
+                     "speculative.disable_eagle_block_drop"},
         BadModelCase{R"({"num_gpu_blocks": 10, "cost_model": {"kind": "magic"}})",
                      "field 'cost_model.kind': unknown kind 'magic'"},
         BadModelCase{"{\"num_gpu_blocks\": 10,\n\"max_num_seqs\": 1.5}",

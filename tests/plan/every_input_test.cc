@@ -66,8 +66,7 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   f["speculative.enabled"] = std::to_string(s.enabled);
   f["speculative.method"] = s.method;
   f["speculative.num_speculative_tokens"] = std::to_string(s.num_speculative_tokens);
-  f["speculative.eagle_block_drop"] =
-      s.eagle_block_drop ? std::to_string(*s.eagle_block_drop) : "-";
+  f["speculative.disable_eagle_block_drop"] = s.disable_eagle_block_drop ? "true" : "false";
   f["speculative.acceptance.model"] = s.acceptance.model;
   f["speculative.acceptance.rates"] = Json(s.acceptance.rates).dump();
   f["speculative.acceptance.histogram"] = Json(s.acceptance.histogram).dump();
@@ -204,7 +203,9 @@ TEST(EveryInputTest, EveryOverrideFlagTakesEffectOrIsRefused) {
       {"prefix-match-unit", {"--prefix-match-unit 64", PlanKey("hash_block_size")}},
       {"tensor-parallel-size", {"--tensor-parallel-size 8", PlanKey("groups")}},
       {"num-speculative-tokens", {"--num-speculative-tokens 0", PlanKey("scheduler_block_size")}},
-      {"speculative-method", {"--speculative-method eagle", PlanKey("groups")}},
+      // eagle and dspark both drop the last matched block: the plan is the same.
+      {"speculative-method", {"--speculative-method eagle", ConfigKey("speculative.method")}},
+      {"disable-eagle-block-drop", {"--disable-eagle-block-drop true", PlanKey("groups")}},
       {"kv-cache-dtype", {"--kv-cache-dtype fp8", PlanKey("groups")}},
       {"mamba-spec-boundary-states",
        {"--mamba-spec-boundary-states skipped", ConfigKey("mamba_spec_boundary_states")}},
@@ -332,13 +333,19 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
         Json{{"backends",
               {{"full_attention", {{"name", "FLASH_ATTN"}, {"preferred_block_size", 32}}}}}},
         PlanKey("primary_block_size"), "llama-3.1-8b"}},
-      {"speculative.method", {none, {{"speculative", {{"method", "eagle"}}}}, PlanKey("groups")}},
+      {"speculative.method",
+       {none, {{"speculative", {{"method", "draft_model"}}}}, PlanKey("groups")}},
       {"speculative.num_speculative_tokens",
        {none,
         {{"speculative", {{"num_speculative_tokens", 2}, {"acceptance", {{"rates", {0.8, 0.6}}}}}}},
         ConfigKey("speculative.num_speculative_tokens")}},
+      // The former knob is refused, naming the one that replaced it.
       {"speculative.eagle_block_drop",
-       {none, {{"speculative", {{"eagle_block_drop", true}}}}, PlanKey("groups")}},
+       {none,
+        {{"speculative", {{"eagle_block_drop", false}}}},
+        Rejected("replaced by vLLM's speculative.disable_eagle_block_drop")}},
+      {"speculative.disable_eagle_block_drop",
+       {none, {{"speculative", {{"disable_eagle_block_drop", true}}}}, PlanKey("groups")}},
       {"speculative.acceptance",
        {none,
         {{"speculative", {{"acceptance", {{"model", "geometric"}, {"rates", {0.7}}}}}}},

@@ -169,7 +169,7 @@ TEST_F(HtmlBrowserTest, ComparePageRendersWithEveryChartDrawn) {
   const auto cli =
       testing::RunCli("compare --trace " PREFIXSIM_SOURCE_DIR
                       "/traces/sample_chat.jsonl --model kimi-k3-like --engine kimi-k3-dspark "
-                      "--policies old,new --no-progress --capacities 4GiB,16GiB,256GiB --html " +
+                      "--policies old,new --no-progress --capacities 5GiB,16GiB,256GiB --html " +
                       page.string() + " --json " + json.string());
   ASSERT_EQ(cli.exit_code, 0) << cli.output;
   const std::string html = ReadFile(page);
