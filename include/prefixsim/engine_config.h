@@ -108,6 +108,9 @@ struct EngineConfig {
   int64_t max_model_len = 131072;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
+  // vLLM's SchedulerConfig.scheduler_reserve_full_isl: a waiting request is admitted only when
+  // blocks for its whole sequence fit, not just its first chunk (docs/semantics.md §11).
+  bool scheduler_reserve_full_isl = true;
   int64_t long_prefill_token_threshold = 0;
   std::optional<int> prefix_match_unit;
   MambaCacheMode mamba_cache_mode = MambaCacheMode::kAlign;

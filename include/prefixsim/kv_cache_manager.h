@@ -28,6 +28,10 @@ struct KvCacheOptions {
   // max_model_len: AllocateSlots caps computed + new + lookahead tokens here (docs/semantics.md
   // §10.1). 0 means no cap.
   int64_t max_model_len = 0;
+  // The tokens one step may schedule (vLLM's max_in_flight_tokens with one batch in flight): what
+  // FullSequenceFits counts of a sliding window or local chunk (docs/semantics.md §2.3). 0 means
+  // no cap.
+  int64_t max_num_batched_tokens = 0;
 };
 
 struct KvCacheCounters {
@@ -124,6 +128,16 @@ class KvCacheManager {
   // Frees all of the request's blocks, tail first (docs/semantics.md §8.2). The request stays
   // registered and may look up and allocate again (preemption).
   void Free(KvRequestHandle request);
+
+  // Whether the free blocks would hold the request's whole sequence (its tokens so far, at most
+  // max_model_len; sliding-window and chunked-local groups counted up to what one request keeps)
+  // on top of the hit GetComputedBlocks remembered: vLLM's admission gate
+  // (scheduler_reserve_full_isl, allocate_slots' full_sequence_must_fit; docs/semantics.md
+  // §10.1). Changes nothing.
+  bool FullSequenceFits(KvRequestHandle request) const;
+  // A scheduler step starts (vLLM's new_step_starts): a mamba state published from now on cannot
+  // serve a hit until the next step.
+  void NewStep();
 
   // The same calls by request id (one hash lookup each; tests and tools).
   void SetNumTokens(uint64_t request_id, int64_t num_tokens) {

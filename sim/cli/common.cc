@@ -97,6 +97,9 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
                                                   "eagle, eagle3, mtp, dspark, ...");
   g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
   g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
+  g->add_option("--scheduler-reserve-full-isl", o.scheduler_reserve_full_isl,
+                "true or false: admit a waiting request only when blocks for its whole sequence "
+                "fit (vLLM's default true)");
   CLI::Option* disable_eagle_block_drop =
       g->add_option("--disable-eagle-block-drop", o.disable_eagle_block_drop,
                     "true or false: keep the last matched block of a prefix hit that the eagle, "

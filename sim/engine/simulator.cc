@@ -84,6 +84,7 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   KvCacheOptions kv_options;
   kv_options.check_invariants = options.check_invariants;
   kv_options.max_model_len = engine.max_model_len;
+  kv_options.max_num_batched_tokens = engine.max_num_batched_tokens;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   kv::SetFastPath(*sim->kv_, tuning.kv_fast_path);
   if (options.attribute_misses) {

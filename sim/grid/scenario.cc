@@ -165,6 +165,7 @@ const std::vector<std::pair<std::string, Setter>>& KeyTable() {
       {"enable_prefix_caching", Bool(&O::enable_prefix_caching)},
       {"enable_chunked_prefill", Bool(&O::enable_chunked_prefill)},
       {"disable_eagle_block_drop", Bool(&O::disable_eagle_block_drop)},
+      {"scheduler_reserve_full_isl", Bool(&O::scheduler_reserve_full_isl)},
       {"no_speculative",
        [](const Json& v, const std::string&, PointConfig& c) {
          PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_boolean(), "true or false"));

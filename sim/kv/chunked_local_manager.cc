@@ -13,6 +13,13 @@ int64_t ChunkedLocalManager::NumSkippedTokens(int64_t num_computed) const {
   return RoundDown(num_computed, spec_.attention_chunk_size);
 }
 
+// ChunkedLocalAttentionSpec.max_admission_blocks_per_request (docs/semantics.md §2.3).
+int64_t ChunkedLocalManager::MaxAdmissionTokens(int64_t max_in_flight_tokens,
+                                                int64_t max_model_len) const {
+  const int64_t span = std::min(spec_.attention_chunk_size + max_in_flight_tokens, max_model_len);
+  return CeilDiv(span, block_size_) * block_size_;
+}
+
 int64_t ChunkedLocalManager::FindLongestHit(const HitIndex& index, const HashPair* fine,
                                             int64_t num_fine, int64_t max_len, int64_t alignment,
                                             bool /*drop_eagle*/, absl::Span<const int> gids,

@@ -242,6 +242,25 @@ int64_t KvCacheCoordinator::NumBlocksToAllocate(const GroupBlocks* groups,
   return n;
 }
 
+int64_t KvCacheCoordinator::NumBlocksForFullSequence(
+    const GroupBlocks* groups, const std::vector<BlockId>* hit, int64_t full_tokens,
+    int64_t total_computed_tokens, int64_t max_in_flight_tokens, int64_t max_model_len) const {
+  int64_t n = 0;
+  for (const Run& run : runs_) {
+    const SingleTypeManager& m = *managers_[run.first];
+    const int64_t need =
+        std::min(full_tokens, m.MaxAdmissionTokens(max_in_flight_tokens, max_model_len));
+    n += m.NumBlocksToAllocate(absl::MakeConstSpan(groups + run.first, run.count),
+                               hit ? hit + run.first : nullptr, need, full_tokens,
+                               total_computed_tokens);
+  }
+  return n;
+}
+
+void KvCacheCoordinator::NewStep() const {
+  for (const Run& run : runs_) managers_[run.first]->NewStep();
+}
+
 int64_t KvCacheCoordinator::AllocateNew(GroupBlocks* groups, int64_t num_tokens_need_slot,
                                         int64_t num_tokens_main_model,
                                         int64_t total_computed_tokens) const {

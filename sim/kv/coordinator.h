@@ -80,6 +80,13 @@ class KvCacheCoordinator {
   int64_t NumBlocksToAllocate(const GroupBlocks* groups, const std::vector<BlockId>* hit,
                               int64_t num_tokens_need_slot, int64_t num_tokens_main_model,
                               int64_t total_computed_tokens) const;
+  // Blocks the whole sequence of `full_tokens` would take, sliding-window and chunked-local groups
+  // capped at what one request keeps (vLLM's allocate_slots with full_sequence_must_fit).
+  int64_t NumBlocksForFullSequence(const GroupBlocks* groups, const std::vector<BlockId>* hit,
+                                   int64_t full_tokens, int64_t total_computed_tokens,
+                                   int64_t max_in_flight_tokens, int64_t max_model_len) const;
+  // A scheduler step starts (vLLM's new_step_starts).
+  void NewStep() const;
   int64_t AllocateNew(GroupBlocks* groups, int64_t num_tokens_need_slot,
                       int64_t num_tokens_main_model, int64_t total_computed_tokens) const;
   // Token count up to which blocks may be cached, per group, for `n` finalized tokens

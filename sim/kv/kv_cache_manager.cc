@@ -57,6 +57,10 @@ bool KvCacheManager::AllocateSlots(KvRequestHandle request, int64_t num_computed
                                num_new_computed_tokens, num_lookahead_tokens);
 }
 void KvCacheManager::Free(KvRequestHandle request) { state_->Free(request); }
+bool KvCacheManager::FullSequenceFits(KvRequestHandle request) const {
+  return state_->FullSequenceFits(request);
+}
+void KvCacheManager::NewStep() { state_->NewStep(); }
 
 void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
   state_->pool().set_listener(listener);

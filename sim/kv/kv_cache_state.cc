@@ -357,6 +357,17 @@ void KvCacheState::CacheSpecBoundaryState(RequestState& st, int64_t total,
   counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b);
 }
 
+bool KvCacheState::FullSequenceFits(KvRequestHandle h) const {
+  const RequestState& st = requests_[h];
+  const int64_t cap =
+      options_.max_num_batched_tokens > 0 ? options_.max_num_batched_tokens : INT64_MAX / 4;
+  const int64_t blocks = coord_.NumBlocksForFullSequence(
+      st.groups.data(), st.has_pending ? st.pending.data() : nullptr,
+      std::min(st.num_tokens, MaxModelLen()), st.has_pending ? st.pending_hit : 0, cap,
+      MaxModelLen());
+  return blocks <= pool_.num_free();
+}
+
 void KvCacheState::Free(KvRequestHandle h) {
   RequestState& st = requests_[h];
   st.quiet_valid = false;

@@ -41,6 +41,8 @@ class KvCacheState {
   bool AllocateSlots(KvRequestHandle h, int64_t num_computed_tokens, int64_t num_new_tokens,
                      int64_t num_new_computed_tokens, int64_t num_lookahead_tokens);
   void Free(KvRequestHandle h);
+  bool FullSequenceFits(KvRequestHandle h) const;
+  void NewStep() { coord_.NewStep(); }
   // Invariants: the pool's own (queue links, every block exactly one of free / cached-free / in
   // use, the index), plus reference counts == occurrences in block tables, and a block id is used
   // by one group only.

@@ -9,8 +9,8 @@
 // With partial hits (A = H < B), states are also cached at H boundaries inside a block, under
 // the fine hash, and a hit may end there; a cached state block is never written again: a step
 // that continues in it gets a fresh block (the checkpoint / copy-on-write of §10.1).
-// Simplification: no "cached in the same step" refusal. The state at a boundary crossed by
-// accepted drafts is cached by KvCacheState (reference notes §2).
+// A hit on a state published in the current step waits a step. The state at a boundary crossed
+// by accepted drafts is cached by KvCacheState (reference notes §2).
 #include <algorithm>
 
 #include "sim/kv/single_type_manager.h"
@@ -80,6 +80,13 @@ int64_t MambaManager::NumBlocksToAllocate(absl::Span<const GroupBlocks> run,
   for (size_t k = 0; k < run.size(); ++k) {
     const GroupBlocks& g = run[k];
     const std::vector<BlockId>* hit = hits != nullptr ? &hits[k] : nullptr;
+    // A hit on a state published in this very step is refused with more blocks than the pool has,
+    // so the request waits a step (MambaManager.get_num_blocks_to_allocate).
+    if (hit != nullptr && !hit->empty() && hit->back() != kNullBlock &&
+        std::find(cached_this_step_.begin(), cached_this_step_.end(), hit->back()) !=
+            cached_this_step_.end()) {
+      return pool_->num_blocks() + 1;
+    }
     const int64_t held = StateBlocks(g) + (hit ? static_cast<int64_t>(hit->size()) : 0);
     int64_t need_state = r >= held ? 1 : 0;
     if (r >= 0 && r == held - 1 && main > total) {
@@ -185,6 +192,7 @@ int64_t MambaManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* f
       const BlockId b = g.blocks[i];
       if (b != kNullBlock && !pool_->is_cached(b) &&
           pool_->Cache(b, group_id_ + static_cast<int>(k), *h)) {
+        cached_this_step_.push_back(b);
         ++n;
       }
     }

@@ -79,6 +79,15 @@ class SingleTypeManager {
 
   // Tokens before `num_computed` this group no longer needs (docs/semantics.md §10.3).
   virtual int64_t NumSkippedTokens(int64_t /*num_computed*/) const { return 0; }
+  // The most tokens' worth of blocks admission counts for one request in this group (vLLM's
+  // max_admission_blocks_per_request, times B; docs/semantics.md §2.3): no cap but for sliding
+  // window and chunked local attention.
+  virtual int64_t MaxAdmissionTokens(int64_t /*max_in_flight_tokens*/,
+                                     int64_t /*max_model_len*/) const {
+    return INT64_MAX / 4;
+  }
+  // A scheduler step starts (vLLM's new_step_starts).
+  virtual void NewStep() const {}
   // Blocks at the front of the table it no longer needs then (RemoveSkippedBlocks frees them).
   virtual int64_t NumSkippedBlocks(int64_t num_computed) const {
     return NumSkippedTokens(num_computed) / block_size_;
@@ -177,6 +186,7 @@ class SlidingWindowManager : public SingleTypeManager {
                          int64_t max_len, int64_t alignment, bool drop_eagle,
                          absl::Span<const int> gids, std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
+  int64_t MaxAdmissionTokens(int64_t max_in_flight_tokens, int64_t max_model_len) const override;
   // Contiguous cached blocks a hit needs: cdiv(W - 1, B), +1 for the EAGLE drop.
   int64_t NeedBlocks(bool drop_eagle) const;
 
@@ -192,6 +202,7 @@ class ChunkedLocalManager : public SingleTypeManager {
                          int64_t max_len, int64_t alignment, bool drop_eagle,
                          absl::Span<const int> gids, std::vector<BlockId>* out) const override;
   int64_t NumSkippedTokens(int64_t num_computed) const override;
+  int64_t MaxAdmissionTokens(int64_t max_in_flight_tokens, int64_t max_model_len) const override;
 };
 
 // Mamba in align mode: one running state block per request; states at block boundaries are
@@ -218,6 +229,7 @@ class MambaManager : public SingleTypeManager {
   int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
                       int64_t step_end) const override;
   bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
+  void NewStep() const override { cached_this_step_.clear(); }
 
  private:
   // The part of the table indexed by state: block i holds the state after (i + 1)·B tokens.
@@ -226,6 +238,9 @@ class MambaManager : public SingleTypeManager {
   }
   // Appends speculative state blocks until the table has `count`; returns how many it took.
   int64_t ReserveSpeculativeBlocks(GroupBlocks& g, int count) const;
+  // The state blocks published since the step started (vLLM's cached_blocks_this_step): a hit
+  // ending on one waits a step (NumBlocksToAllocate).
+  mutable std::vector<BlockId> cached_this_step_;
   // The state CacheBlocks(run, fine, limit, step_end) publishes, the same for every group of the
   // run: its block index (the block holding the state at step_end) and hash; null: none.
   const HashPair* StateToPublish(const HashPair* fine, int64_t limit, int64_t step_end,

@@ -22,6 +22,16 @@ int64_t SlidingWindowManager::NumSkippedTokens(int64_t num_computed) const {
                            num_computed - spec_.sliding_window + 1 - params_.extra_retained_tokens);
 }
 
+// kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request (docs/semantics.md
+// §2.3).
+int64_t SlidingWindowManager::MaxAdmissionTokens(int64_t max_in_flight_tokens,
+                                                 int64_t max_model_len) const {
+  const int64_t span =
+      std::min(spec_.sliding_window - 1 + params_.extra_retained_tokens + max_in_flight_tokens,
+               max_model_len);
+  return (CeilDiv(span, block_size_) + 1) * block_size_;
+}
+
 // Dense retention (docs/semantics.md §10.2): block i is published only if it lies among the last
 // `need` blocks before some A-boundary (one block later for an EAGLE group), since no hit can use
 // it otherwise. With need >= A/B every block is published. [inferred: the EAGLE shift.]

@@ -239,6 +239,7 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
         "prefix_match_unit",
         "enable_prefix_caching",
         "enable_chunked_prefill",
+        "scheduler_reserve_full_isl",
         "disable_hybrid_kv_cache_manager",
         "mamba_cache_mode",
         "mamba_spec_boundary_states",
@@ -360,6 +361,7 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
   for (auto [key, out] :
        {std::pair<std::string_view, bool*>{"enable_prefix_caching", &engine.enable_prefix_caching},
         {"enable_chunked_prefill", &engine.enable_chunked_prefill},
+        {"scheduler_reserve_full_isl", &engine.scheduler_reserve_full_isl},
         {"disable_hybrid_kv_cache_manager", &engine.disable_hybrid_kv_cache_manager}}) {
     PREFIXSIM_ASSIGN_OR_RETURN(auto v, doc.OptionalBool(root, "", key));
     if (v) *out = *v;

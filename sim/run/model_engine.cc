@@ -128,6 +128,9 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   }
   if (o.enable_prefix_caching) engine.enable_prefix_caching = *o.enable_prefix_caching;
   if (o.enable_chunked_prefill) engine.enable_chunked_prefill = *o.enable_chunked_prefill;
+  if (o.scheduler_reserve_full_isl) {
+    engine.scheduler_reserve_full_isl = *o.scheduler_reserve_full_isl;
+  }
   if (o.disable_eagle_block_drop) {
     engine.speculative.disable_eagle_block_drop = *o.disable_eagle_block_drop;
   }

@@ -32,6 +32,7 @@ struct EngineOverrides {
   std::optional<bool> enable_prefix_caching;
   std::optional<bool> enable_chunked_prefill;
   std::optional<bool> disable_eagle_block_drop;
+  std::optional<bool> scheduler_reserve_full_isl;
   bool no_speculative = false;
   // Fleet (replay/compare and grid points; the CLI's AddFleetOptions adds the flags).
   std::optional<std::string> replicas;  // "N" or "auto"

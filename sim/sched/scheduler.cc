@@ -14,6 +14,7 @@ SchedulerConfig SchedulerConfig::From(const KvPlan& plan, const EngineConfig& en
   c.long_prefill_token_threshold = engine.long_prefill_token_threshold;
   c.enable_chunked_prefill = engine.enable_chunked_prefill;
   c.enable_prefix_caching = plan.enable_prefix_caching;
+  c.reserve_full_isl = engine.scheduler_reserve_full_isl;
   c.num_lookahead_tokens = engine.speculative.enabled ? engine.speculative.LookaheadTokens() : 0;
   for (const KvGroup& g : plan.groups) {
     if (g.is_eagle_group) c.use_eagle = true;
@@ -91,6 +92,7 @@ void Scheduler::Preempt(SimRequest* req) {
 
 void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
   batch->clear();
+  kv_->NewStep();
   int64_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
 
@@ -162,12 +164,18 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       last_stop_ = AdmissionStop::kZeroTokens;
       break;
     }
+    // vLLM's admission gate (scheduler_reserve_full_isl): blocks for the whole sequence, not just
+    // this chunk, must fit (docs/semantics.md §11).
+    if (config_.reserve_full_isl && !kv_->FullSequenceFits(req->kv)) {
+      last_stop_ = AdmissionStop::kAllocationFailed;
+      break;
+    }
     // The causes are read before AllocateSlots changes the cache, and kept only if it admits.
     MissAttribution miss;
     const bool attribute = config_.enable_prefix_caching && kv::MissAttributionEnabled(*kv_);
     if (attribute) miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
-    // A fresh prefill (num_computed_tokens == 0 before the hit) reserves no lookahead.
-    if (!kv_->AllocateSlots(req->kv, 0, n, computed, 0)) {
+    // A fresh prefill reserves the lookahead slots too (vLLM since PR #43733).
+    if (!kv_->AllocateSlots(req->kv, 0, n, computed, config_.num_lookahead_tokens)) {
       last_stop_ = AdmissionStop::kAllocationFailed;
       break;
     }

@@ -68,6 +68,8 @@ struct SchedulerConfig {
   int64_t long_prefill_token_threshold = 0;
   bool enable_chunked_prefill = true;
   bool enable_prefix_caching = true;
+  // vLLM's scheduler_reserve_full_isl: admit only when the whole sequence fits.
+  bool reserve_full_isl = true;
   // Lookahead slots reserved for drafts per step of a running request (docs/semantics.md §11
   // L_ahead).
   int64_t num_lookahead_tokens = 0;

@@ -168,11 +168,14 @@ TEST(EngineGoldenTest, SpeculativeDecodingStepsAndStats) {
   }
 }
 
-// docs/semantics.md §11: a running request reserves k lookahead slots per step (none for a fresh
-// prefill). 3 usable blocks of 4 tokens, prompt 8: the decode step needs 8 + 4 + 3 = 15 slots
-// (4 blocks), so the request preempts itself; re-admitted as a fresh prefill (no lookahead) it
-// hits its 8 cached prompt tokens, computes the rest and samples one token; twice, until its 3
-// outputs are done. Without speculation it never preempts.
+// docs/semantics.md §11: a request reserves k lookahead slots per step, a fresh prefill too (vLLM
+// since PR #43733). 3 usable blocks of 4 tokens, prompt 8, k = 3: the prefill takes 8 + 3 = 11
+// slots (3 blocks) and samples token 9; the decode step needs 8 + 4 + 3 = 15 slots (4 blocks), so
+// the request preempts itself and is re-admitted at once: it hits its 8 cached prompt tokens,
+// computes token 9 with 3 lookahead slots (12: 3 blocks) and samples token 10 (step 2). Its next
+// decode preempts it again, and the re-admission now needs 8 + 2 + 3 = 13 slots, 4 blocks, more
+// than the whole pool: with nothing running it can never be served and is skipped (does_not_fit).
+// Without speculation it never preempts.
 TEST(EngineGoldenTest, LookaheadSlotsCanForcePreemption) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 4);
   EngineConfig e = SmallEngine(64);
@@ -185,15 +188,16 @@ TEST(EngineGoldenTest, LookaheadSlotsCanForcePreemption) {
   e.speculative.acceptance.model = "geometric";
   e.speculative.acceptance.rates = {0.0};
   const ReplayResult r = MustReplay(plan, e, {Req(0, 0, Iota(8), 3)});
-  EXPECT_EQ(r.num_steps, 3);
+  EXPECT_EQ(r.num_steps, 2);
   EXPECT_EQ(r.preemptions, 2);
+  EXPECT_EQ(r.skipped_does_not_fit, 1);
   EXPECT_EQ(r.prefix_cache.requests, 1);
   EXPECT_EQ(r.prefix_cache.queries, 8);
-  EXPECT_EQ(r.prefix_cache.preempted_requests, 2);
-  EXPECT_EQ(r.prefix_cache.preempted_queries, 9 + 10);
-  EXPECT_EQ(r.prefix_cache.preempted_hits, 16);
+  EXPECT_EQ(r.prefix_cache.preempted_requests, 1);  // the admission that fit
+  EXPECT_EQ(r.prefix_cache.preempted_queries, 9);
+  EXPECT_EQ(r.prefix_cache.preempted_hits, 8);
   EXPECT_EQ(r.spec_decode.draft_tokens, 0);  // no verification step ever ran
-  EXPECT_EQ(r.per_request[0].finish_ns, 3 * kMs);
+  EXPECT_EQ(r.per_request[0].finish_ns, -1);
   // ngram-style methods reserve no lookahead, but the 1 + 3 verified tokens still need slots:
   // the first decode step fits (8 + 4 = 12 slots, 3 blocks), the second (9 + 4 = 13) does not.
   e.speculative.method = "ngram";

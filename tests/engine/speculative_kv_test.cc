@@ -178,8 +178,8 @@ TEST(SpeculativeKvTest, DsparkDropsTheLastMatchedBlock) {
     int prompt;
     int64_t with_drop, without_drop;
   };
-  for (const Case& c : {Case{"new", 3 * 1536 + 100, 3072, 4608},
-                        Case{"old", 9 * 1536 + 100, 0, 13824}}) {
+  for (const Case& c :
+       {Case{"new", 3 * 1536 + 100, 3072, 4608}, Case{"old", 9 * 1536 + 100, 0, 13824}}) {
     SCOPED_TRACE(c.policy);
     const std::vector<uint32_t> p = Iota(c.prompt, 1);
     const std::vector<Request> reqs = {Req(0, 0, p, 1),

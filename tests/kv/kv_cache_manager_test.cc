@@ -19,8 +19,10 @@ using testing_kv::Literal;
 using testing_kv::Plan;
 using testing_kv::Unitary;
 
-// Runs a whole prefill in one step and returns the hit it got.
+// Runs a whole prefill in one step and returns the hit it got. Each call is a step of its own: a
+// mamba state cached in the step a hit is looked up would make the request wait (§10.1).
 PrefixHit Prefill(KvCacheManager& m, const Request& r) {
+  m.NewStep();
   m.AddRequest(&r);
   const PrefixHit hit = m.GetComputedBlocks(r.id);
   EXPECT_TRUE(m.AllocateSlots(r.id, 0, r.prompt_tokens - hit.hit_tokens, hit.hit_tokens, 0));
@@ -433,6 +435,7 @@ TEST(KvCacheManagerTest, PartialHitsAtHashBoundaries) {
   ASSERT_TRUE(m.AllocateSlots(1, 12, 1, 0, 0));  // continues in a fresh state block
   EXPECT_NE(m.BlockTable(1, 1)[1], a_state);
   Finish(m, a);
+  m.NewStep();
   const Request b = Literal(2, Concat(Iota(12), {90, 91, 92, 93}));
   m.AddRequest(&b);
   const PrefixHit h = m.GetComputedBlocks(2);

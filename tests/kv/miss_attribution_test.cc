@@ -52,6 +52,7 @@ struct Attributed {
   // Admits `r`: lookup, attribution, then the first allocation up to `first_end` (the prompt end
   // when 0).
   MissAttribution Admit(const Request& r, int64_t first_end = 0) {
+    m.NewStep();  // a step of its own (a state cached in this step would make it wait)
     m.AddRequest(&r);
     const PrefixHit hit = m.GetComputedBlocks(r.id);
     const MissAttribution a = kv::AttributeMiss(m, m.Handle(r.id), hit, {});

@@ -26,6 +26,7 @@ using testing_kv::Unitary;
 
 // Admits the request and runs its prefill in steps ending at `step_ends` (then at the prompt end).
 PrefixHit RunPrefill(KvCacheManager& m, const Request& r, std::vector<int64_t> step_ends = {}) {
+  m.NewStep();  // a step of its own (a state cached in this step would make it wait)
   m.AddRequest(&r);
   const PrefixHit hit = m.GetComputedBlocks(r.id);
   step_ends.push_back(r.prompt_tokens);

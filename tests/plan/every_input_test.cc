@@ -51,6 +51,7 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   f["max_model_len"] = std::to_string(e.max_model_len);
   f["enable_prefix_caching"] = std::to_string(e.enable_prefix_caching);
   f["enable_chunked_prefill"] = std::to_string(e.enable_chunked_prefill);
+  f["scheduler_reserve_full_isl"] = std::to_string(e.scheduler_reserve_full_isl);
   f["long_prefill_token_threshold"] = std::to_string(e.long_prefill_token_threshold);
   f["prefix_match_unit"] = e.prefix_match_unit ? std::to_string(*e.prefix_match_unit) : "-";
   f["mamba_cache_mode"] = std::string(MambaCacheModeName(e.mamba_cache_mode));
@@ -206,6 +207,8 @@ TEST(EveryInputTest, EveryOverrideFlagTakesEffectOrIsRefused) {
       // eagle and dspark both drop the last matched block: the plan is the same.
       {"speculative-method", {"--speculative-method eagle", ConfigKey("speculative.method")}},
       {"disable-eagle-block-drop", {"--disable-eagle-block-drop true", PlanKey("groups")}},
+      {"scheduler-reserve-full-isl",
+       {"--scheduler-reserve-full-isl false", ConfigKey("scheduler_reserve_full_isl")}},
       {"kv-cache-dtype", {"--kv-cache-dtype fp8", PlanKey("groups")}},
       {"mamba-spec-boundary-states",
        {"--mamba-spec-boundary-states skipped", ConfigKey("mamba_spec_boundary_states")}},
@@ -304,6 +307,8 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
        {none, {{"enable_prefix_caching", false}}, PlanKey("enable_prefix_caching")}},
       {"enable_chunked_prefill",
        {none, {{"enable_chunked_prefill", false}}, ConfigKey("enable_chunked_prefill")}},
+      {"scheduler_reserve_full_isl",
+       {none, {{"scheduler_reserve_full_isl", false}}, ConfigKey("scheduler_reserve_full_isl")}},
       {"disable_hybrid_kv_cache_manager",
        {none, {{"disable_hybrid_kv_cache_manager", true}}, PlanKey("groups")}},
       {"mamba_cache_mode",
