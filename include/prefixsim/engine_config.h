@@ -66,6 +66,17 @@ struct SpeculativeConfig {
   int LookaheadTokens() const;
 };
 
+// vLLM's CacheConfig.prefix_cache_retention_interval (docs/semantics.md §10.2): which prefix-cache
+// checkpoints sliding-window and mamba groups keep. Unset: vLLM's resolution (dense for a hybrid
+// model with an EAGLE-family drafter, 0 otherwise); dense (JSON null): every reachable block;
+// N tokens: the prompt's replay boundary and shared-prefix junctions, and with N > 0 the end of
+// every N-token segment.
+struct RetentionInterval {
+  enum class Kind { kUnset, kDense, kTokens };
+  Kind kind = Kind::kUnset;
+  int64_t tokens = 0;  // kTokens
+};
+
 struct CostModelConfig {
   std::string kind = "analytic";  // analytic | table
   std::string gpu = "h200";       // analytic presets: h100, h200
@@ -114,6 +125,7 @@ struct EngineConfig {
   int64_t long_prefill_token_threshold = 0;
   std::optional<int> prefix_match_unit;
   MambaCacheMode mamba_cache_mode = MambaCacheMode::kAlign;
+  RetentionInterval prefix_cache_retention_interval;
   MambaSpecBoundaryStates mamba_spec_boundary_states = MambaSpecBoundaryStates::kCached;
   // KV cache dtype for models that do not give one per layer (HuggingFace configs); native model
   // JSON carries its dtype per layer. Unset: the checkpoint's (bf16 for most).

@@ -3,6 +3,7 @@
 #define PREFIXSIM_KV_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ struct KvPlan {
   // Align-mode mamba under speculative decoding: cache the state at a block boundary crossed by
   // accepted drafts in a verify step (engine mamba_spec_boundary_states, reference notes §2).
   bool cache_mamba_spec_boundary_states = true;
+  // vLLM's prefix_cache_retention_interval as resolved for this plan (docs/semantics.md §10.2):
+  // nullopt = dense (None), else tokens (0: the replay boundary and shared-prefix junctions only).
+  std::optional<int64_t> retention_interval;
+  std::string retention_interval_source;  // where it came from: the engine, or vLLM's default
   bool hybrid() const { return groups.size() > 1; }
   std::vector<std::string> warnings;
 };

@@ -97,6 +97,11 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
                                                   "eagle, eagle3, mtp, dspark, ...");
   g->add_option("--enable-prefix-caching", o.enable_prefix_caching, "true or false");
   g->add_option("--enable-chunked-prefill", o.enable_chunked_prefill, "true or false");
+  g->add_option("--prefix-cache-retention-interval", o.prefix_cache_retention_interval,
+                "checkpoints sliding-window and mamba groups keep: 0 (the replay boundary and "
+                "shared-prefix junctions), N tokens (also every N-token segment end) or dense; "
+                "unset: vLLM's default (dense for a hybrid model with an EAGLE-family drafter, "
+                "else 0)");
   g->add_option("--scheduler-reserve-full-isl", o.scheduler_reserve_full_isl,
                 "true or false: admit a waiting request only when blocks for its whole sequence "
                 "fit (vLLM's default true)");

@@ -301,6 +301,7 @@ const std::vector<std::string>& KnownMetricPaths() {
     f.probes.resize(1);
     r.fleet = f;
     r.miss_causes.enabled = true;
+    r.plan.retention_interval = 0;  // a number unless dense
     ReportOptions options;
     options.include_wall_time = false;
     Json flat = Json::object();

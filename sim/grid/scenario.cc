@@ -166,6 +166,18 @@ const std::vector<std::pair<std::string, Setter>>& KeyTable() {
       {"enable_chunked_prefill", Bool(&O::enable_chunked_prefill)},
       {"disable_eagle_block_drop", Bool(&O::disable_eagle_block_drop)},
       {"scheduler_reserve_full_isl", Bool(&O::scheduler_reserve_full_isl)},
+      {"prefix_cache_retention_interval",
+       [](const Json& v, const std::string&, PointConfig& c) {
+         auto& o = c.replay.model_engine.overrides.prefix_cache_retention_interval;
+         if (v.is_null() || (v.is_string() && v.get<std::string>() == "dense")) {
+           o = "dense";
+           return absl::OkStatus();
+         }
+         PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_number_integer() && v.get<int64_t>() >= 0,
+                                          "a number of tokens (0 or more), null or \"dense\""));
+         o = std::to_string(v.get<int64_t>());
+         return absl::OkStatus();
+       }},
       {"no_speculative",
        [](const Json& v, const std::string&, PointConfig& c) {
          PREFIXSIM_RETURN_IF_ERROR(Expect(v.is_boolean(), "true or false"));

@@ -63,6 +63,13 @@ KvCacheCoordinator::KvCacheCoordinator(const KvPlan& plan, BlockPool* pool,
   params.hit_alignment = hit_alignment_;
   params.extra_retained_tokens = extra_retained_tokens;
   params.partial_hits = partial_hits_;
+  params.retention_interval = plan.retention_interval;
+  // vLLM's hybrid coordinator moves mamba's replay boundary one S back when a group drops its
+  // last matched block (_sparse_replay_boundary_shift), where an EAGLE hit lands.
+  if (plan.groups.size() > 1 && std::any_of(plan.groups.begin(), plan.groups.end(),
+                                            [](const KvGroup& g) { return g.is_eagle_group; })) {
+    params.replay_boundary_shift = scheduler_block_size_;
+  }
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     PREFIXSIM_CHECK(scheduler_block_size_ % plan.groups[g].block_size == 0);
     managers_.push_back(MakeManager(plan.groups[g], static_cast<int>(g), pool, params));
@@ -293,7 +300,7 @@ int64_t KvCacheCoordinator::UnpublishedAlignmentTokens(int64_t n) const {
 }
 
 int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n,
-                                        int64_t step_end) const {
+                                        int64_t step_end, const CacheRequest& request) const {
   // Every run's publishes first as loads, then the publishes: their misses overlap. A run shares
   // its spec, so its limit too.
   absl::InlinedVector<int64_t, 8> limits(runs_.size());
@@ -311,7 +318,7 @@ int64_t KvCacheCoordinator::CacheBlocks(GroupBlocks* groups, const HashPair* fin
     if (limits[r] <= 0) continue;
     const Run& run = runs_[r];
     cached += managers_[run.first]->CacheBlocks(absl::MakeSpan(groups + run.first, run.count), fine,
-                                                limits[r], step_end);
+                                                limits[r], step_end, request);
   }
   return cached;
 }

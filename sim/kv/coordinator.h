@@ -99,7 +99,8 @@ class KvCacheCoordinator {
   // Of n computed tokens, those the finest prefix-cacheable group could publish at its own block
   // boundary but that CacheLimit keeps out (the hybrid round-down to S). 0 for unitary plans.
   int64_t UnpublishedAlignmentTokens(int64_t n) const;
-  int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n, int64_t step_end) const;
+  int64_t CacheBlocks(GroupBlocks* groups, const HashPair* fine, int64_t n, int64_t step_end,
+                      const CacheRequest& request = {}) const;
   void FreeAll(GroupBlocks* groups) const;
 
  private:

@@ -58,9 +58,10 @@ int64_t FullAttentionManager::FindLongestHit(const HitIndex& index, const HashPa
 }
 
 int64_t FullAttentionManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine,
-                                          int64_t limit, int64_t step_end) const {
+                                          int64_t limit, int64_t step_end,
+                                          const CacheRequest& request) const {
   if (!params_.partial_hits || ratio_ <= 1) {
-    return SingleTypeManager::CacheBlocks(run, fine, limit, step_end);
+    return SingleTypeManager::CacheBlocks(run, fine, limit, step_end, request);
   }
   int64_t n = 0;
   for (size_t k = 0; k < run.size(); ++k) {

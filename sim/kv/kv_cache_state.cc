@@ -15,6 +15,10 @@ namespace {
 int64_t VerifiedEnd(const RequestState& st, const SlotCounts& c) {
   return std::min(c.num_tokens_main_model, st.num_tokens);
 }
+// What the retention masks read of the request (docs/semantics.md §10.2).
+CacheRequest CachingRequest(const RequestState& st) {
+  return CacheRequest{st.request->prompt_tokens, st.shared_prefix_boundary};
+}
 // Remembers the step for the mamba states under speculation (CacheSpecBoundaryState).
 void RecordStep(RequestState& st, const SlotCounts& c) {
   st.prev_verified_end = VerifiedEnd(st, c);
@@ -103,6 +107,7 @@ PrefixHit KvCacheState::GetComputedBlocks(KvRequestHandle h) {
   for (const auto& g : st.groups) PREFIXSIM_CHECK(g.blocks.empty());
   st.has_pending = false;
   st.pending_hit = 0;
+  st.shared_prefix_boundary = 0;
   PrefixHit result;
   if (!caching_) return result;
   // The last token is always recomputed to produce logits (docs/semantics.md §9.1).
@@ -119,6 +124,7 @@ PrefixHit KvCacheState::GetComputedBlocks(KvRequestHandle h) {
   if (uncached_common_prefix > 0) {
     result.shared_prefix_boundary = result.hit_tokens + uncached_common_prefix;
   }
+  st.shared_prefix_boundary = result.shared_prefix_boundary;
   if (a != coord_.hash_block_size()) {
     // Alignment loss: the same lookup at the hash granularity H instead of A.
     const int64_t fine_hit = coord_.FindLongestCacheHit(pool_.hit_index(), fine, nf, max_hit,
@@ -336,7 +342,8 @@ void KvCacheState::CacheComputedBlocks(RequestState& st, const SlotCounts& c, ui
   const int64_t step_end = (n == c.num_tokens_main_model) ? n : -1;
   NoteCachingRequest(st);
   // Each group reads hashes below its own limit only: all present after EnsureHashes.
-  counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end);
+  counters_.cached_blocks +=
+      coord_.CacheBlocks(st.groups.data(), st.hashes.data(), n, step_end, CachingRequest(st));
 }
 
 // Mamba align mode under speculative decoding (docs/reference-notes.md §2): when accepted drafts
@@ -354,7 +361,8 @@ void KvCacheState::CacheSpecBoundaryState(RequestState& st, int64_t total,
   if (limit <= 0) return;
   EnsureHashes(st, limit / coord_.hash_block_size());
   NoteCachingRequest(st);
-  counters_.cached_blocks += coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b);
+  counters_.cached_blocks +=
+      coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b, CachingRequest(st));
 }
 
 bool KvCacheState::FullSequenceFits(KvRequestHandle h) const {

@@ -180,10 +180,26 @@ void MambaManager::PrefetchPublishes(absl::Span<const GroupBlocks> run, const Ha
   }
 }
 
+// vLLM's MambaManager.reachable_block_mask (docs/semantics.md §10.2): dense retention keeps every
+// state a step ends on; N tokens keeps those at multiples of N and, as 0 does, the one at the
+// request's replay boundary and at its shared-prefix junction (floored to A).
+bool MambaManager::RetainsStateAt(int64_t position, const CacheRequest& request) const {
+  const std::optional<int64_t>& retention = params_.retention_interval;
+  if (!retention) return true;
+  if (*retention > 0 && (*retention <= block_size_ || position % *retention == 0)) return true;
+  int64_t boundaries[2];
+  const int n = NumRetainedBoundaries(request, params_.replay_boundary_shift, boundaries);
+  for (int k = 0; k < n; ++k) {
+    if (position == boundaries[k]) return true;
+  }
+  return false;
+}
+
 int64_t MambaManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
-                                  int64_t step_end) const {
+                                  int64_t step_end, const CacheRequest& request) const {
   int64_t i = 0;
   const HashPair* h = StateToPublish(fine, limit, step_end, &i);
+  if (h != nullptr && !RetainsStateAt(step_end, request)) h = nullptr;
   const int64_t limit_blocks = limit / block_size_;
   int64_t n = 0;
   for (size_t k = 0; k < run.size(); ++k) {

@@ -37,7 +37,8 @@ struct alignas(64) RequestState {
   int64_t pending_hit = 0;
   std::vector<std::vector<BlockId>> pending;  // per group: hit blocks from GetComputedBlocks
   int64_t shadow_held = 0;                    // U-blocks [0, shadow_held) held in the shadow index
-  int64_t shadow_published = 0;  // held U-blocks [0, shadow_published) marked published
+  int64_t shadow_published = 0;        // held U-blocks [0, shadow_published) marked published
+  int64_t shared_prefix_boundary = 0;  // of the last lookup (PrefixHit), for retention masks
 };
 
 class RequestTable {
@@ -68,6 +69,7 @@ class RequestTable {
     st.quiet_valid = false;
     st.shadow_held = 0;
     st.shadow_published = 0;
+    st.shared_prefix_boundary = 0;
     st.prev_verified_end = 0;
     st.prev_had_drafts = false;
     return KvRequestHandle{slot};

@@ -76,8 +76,20 @@ int64_t SingleTypeManager::AllocateNew(absl::Span<GroupBlocks> run, int64_t need
   return n;
 }
 
+int SingleTypeManager::NumRetainedBoundaries(const CacheRequest& request, int64_t shift,
+                                             int64_t out[2]) const {
+  const int64_t replay = std::max<int64_t>(0, request.prompt_tokens - (shift > 0 ? shift : 1));
+  int n = 0;
+  for (const int64_t b : {replay, request.shared_prefix_boundary}) {
+    const int64_t aligned = RoundDown(b, params_.hit_alignment);
+    if (aligned > 0) out[n++] = aligned;
+  }
+  return n;
+}
+
 int64_t SingleTypeManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine,
-                                       int64_t limit, int64_t /*step_end*/) const {
+                                       int64_t limit, int64_t /*step_end*/,
+                                       const CacheRequest& request) const {
   const int64_t limit_blocks = limit / block_size_;
   int64_t n = 0;
   for (size_t k = 0; k < run.size(); ++k) {
@@ -86,7 +98,7 @@ int64_t SingleTypeManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPa
     const int64_t num_full = std::min<int64_t>(limit_blocks, g.blocks.size());
     for (int64_t i = g.num_cached; i < num_full; ++i) {
       const BlockId b = g.blocks[i];
-      if (b == kNullBlock || pool_->is_cached(b) || !Reachable(i)) continue;
+      if (b == kNullBlock || pool_->is_cached(b) || !Reachable(i, request)) continue;
       if (pool_->Cache(b, group, BlockHash(fine, i))) ++n;
     }
     g.num_cached = std::max(g.num_cached, num_full);

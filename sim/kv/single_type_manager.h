@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -45,6 +46,18 @@ struct ManagerParams {
   int64_t extra_retained_tokens = 0;
   // Fine-grained (partial) hits (docs/semantics.md §7, §8.2, §9.2): A = H < B for some groups.
   bool partial_hits = false;
+  // prefix_cache_retention_interval (docs/semantics.md §10.2): nullopt = dense.
+  std::optional<int64_t> retention_interval;
+  // Mamba's replay boundary lies this many tokens before the prompt's end instead of one (vLLM's
+  // _sparse_replay_boundary_shift: S in a hybrid plan with EAGLE groups), 0 otherwise.
+  int64_t replay_boundary_shift = 0;
+};
+
+// What a retention mask needs of the request being cached (vLLM's reachable boundaries in
+// cache_blocks): its prompt length and the shared-prefix junction of its last lookup (0: none).
+struct CacheRequest {
+  int64_t prompt_tokens = 0;
+  int64_t shared_prefix_boundary = 0;
 };
 
 class SingleTypeManager {
@@ -115,7 +128,7 @@ class SingleTypeManager {
   // `step_end` is where this step's computation ends (mamba caches the state there).
   // Returns how many blocks were published. step_end < 0: unknown.
   virtual int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
-                              int64_t step_end) const;
+                              int64_t step_end, const CacheRequest& request) const;
   // Hints the pool about the blocks CacheBlocks(run, fine, limit, step_end) will publish (a
   // prefetch only: an inexact guess costs nothing but the loads).
   virtual void PrefetchPublishes(absl::Span<const GroupBlocks> run, const HashPair* fine,
@@ -126,8 +139,13 @@ class SingleTypeManager {
   virtual bool NeedsCopyOnWrite(const std::vector<BlockId>& hit, int64_t hit_tokens) const;
 
  protected:
-  // Whether block i is published at all (the SWA reachable mask of docs/semantics.md §10.2).
-  virtual bool Reachable(int64_t /*i*/) const { return true; }
+  // Whether block i is published at all (the retention masks of docs/semantics.md §10.2; vLLM's
+  // reachable_block_mask): every block but for sliding-window and mamba groups.
+  virtual bool Reachable(int64_t /*i*/, const CacheRequest& /*request*/) const { return true; }
+  // The positions a sparse retention keeps checkpoints at, floored to A: the prompt's replay
+  // boundary (its end less one token, or less replay_boundary_shift) and the shared-prefix
+  // junction. Boundaries at 0 are left out.
+  int NumRetainedBoundaries(const CacheRequest& request, int64_t shift, int64_t out[2]) const;
   // Looks up block j in every group of the batch; on success writes out[k][j].
   bool LookupAll(const HitIndex& index, const HashPair* fine, int64_t j, absl::Span<const int> gids,
                  std::vector<BlockId>* out) const {
@@ -165,7 +183,7 @@ class FullAttentionManager : public SingleTypeManager {
                        absl::Span<const int> gids, const uint64_t* replicas, int64_t* hits) const;
   // With partial hits, also registers the tail block under the hash of its last H boundary.
   int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
-                      int64_t step_end) const override;
+                      int64_t step_end, const CacheRequest& request) const override;
   // EAGLE/MTP: the last matched unit is recomputed (docs/semantics.md §9.4); then the hit is
   // floored to the alignment.
   static int64_t TrimmedHit(int64_t hit, int64_t block_size, int64_t alignment, bool drop_eagle) {
@@ -191,7 +209,7 @@ class SlidingWindowManager : public SingleTypeManager {
   int64_t NeedBlocks(bool drop_eagle) const;
 
  protected:
-  bool Reachable(int64_t i) const override;
+  bool Reachable(int64_t i, const CacheRequest& request) const override;
 };
 
 // Chunked local attention (docs/semantics.md §9.2, §10.3).
@@ -227,7 +245,7 @@ class MambaManager : public SingleTypeManager {
   void PrefetchPublishes(absl::Span<const GroupBlocks> run, const HashPair* fine, int64_t limit,
                          int64_t step_end) const override;
   int64_t CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* fine, int64_t limit,
-                      int64_t step_end) const override;
+                      int64_t step_end, const CacheRequest& request) const override;
   bool NeedsCopyOnWrite(const std::vector<BlockId>&, int64_t) const override { return false; }
   void NewStep() const override { cached_this_step_.clear(); }
 
@@ -236,6 +254,9 @@ class MambaManager : public SingleTypeManager {
   static int64_t StateBlocks(const GroupBlocks& g) {
     return static_cast<int64_t>(g.blocks.size()) - g.num_speculative;
   }
+  // Whether the retention interval keeps a state at `position` (a block or, with partial hits, a
+  // hash boundary where a step ended).
+  bool RetainsStateAt(int64_t position, const CacheRequest& request) const;
   // Appends speculative state blocks until the table has `count`; returns how many it took.
   int64_t ReserveSpeculativeBlocks(GroupBlocks& g, int count) const;
   // The state blocks published since the step started (vLLM's cached_blocks_this_step): a hit

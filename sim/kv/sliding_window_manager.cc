@@ -32,18 +32,32 @@ int64_t SlidingWindowManager::MaxAdmissionTokens(int64_t max_in_flight_tokens,
   return (CeilDiv(span, block_size_) + 1) * block_size_;
 }
 
-// Dense retention (docs/semantics.md §10.2): block i is published only if it lies among the last
-// `need` blocks before some A-boundary (one block later for an EAGLE group), since no hit can use
-// it otherwise. With need >= A/B every block is published. [inferred: the EAGLE shift.]
-bool SlidingWindowManager::Reachable(int64_t i) const {
+// vLLM's SlidingWindowManager.reachable_block_mask (docs/semantics.md §10.2): block i is published
+// only if a hit can use it, i.e. it is among the `need` blocks before a checkpoint (one block later
+// for an EAGLE group). Dense retention: before every A boundary (with need >= A/B, every block);
+// N tokens: before every N boundary, and, as with 0, before the request's replay boundary and
+// shared-prefix junction.
+bool SlidingWindowManager::Reachable(int64_t i, const CacheRequest& request) const {
   const int64_t alignment = params_.hit_alignment;
-  if (block_size_ == alignment || alignment % block_size_ != 0) return true;
-  const int64_t per_segment = alignment / block_size_;
-  const int64_t need = NeedBlocks(spec_.is_eagle_group);
-  if (need >= per_segment) return true;
-  const int64_t pos = spec_.is_eagle_group ? i - 1 : i;
-  const int64_t in_segment = ((pos % per_segment) + per_segment) % per_segment;
-  return in_segment >= per_segment - need;
+  if (alignment % block_size_ != 0) return true;
+  const bool eagle = spec_.is_eagle_group;
+  const int64_t need = NeedBlocks(eagle);
+  const int64_t shift = eagle ? 1 : 0;
+  const std::optional<int64_t>& retention = params_.retention_interval;
+  const int64_t segment = retention ? *retention : alignment;
+  if (segment > 0) {
+    const int64_t per_segment = segment / block_size_;
+    if (need >= per_segment) return true;
+    if (i >= shift && (i - shift) % per_segment >= per_segment - need) return true;
+  }
+  if (!retention) return false;
+  int64_t boundaries[2];
+  const int n = NumRetainedBoundaries(request, /*shift=*/0, boundaries);
+  for (int k = 0; k < n; ++k) {
+    const int64_t end = boundaries[k] / block_size_ + shift;
+    if (i >= end - need && i < end) return true;
+  }
+  return false;
 }
 
 int64_t SlidingWindowManager::FindLongestHit(const HitIndex& index, const HashPair* fine,

@@ -237,6 +237,7 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
         "max_model_len",
         "long_prefill_token_threshold",
         "prefix_match_unit",
+        "prefix_cache_retention_interval",
         "enable_prefix_caching",
         "enable_chunked_prefill",
         "scheduler_reserve_full_isl",
@@ -358,6 +359,15 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
   }
   PREFIXSIM_ASSIGN_OR_RETURN(auto pmu, doc.OptionalInt(root, "", "prefix_match_unit", 1));
   if (pmu) engine.prefix_match_unit = static_cast<int>(*pmu);
+  if (auto it = root.find("prefix_cache_retention_interval"); it != root.end()) {
+    if (it->is_null()) {
+      engine.prefix_cache_retention_interval.kind = RetentionInterval::Kind::kDense;
+    } else {
+      PREFIXSIM_ASSIGN_OR_RETURN(auto tokens,
+                                 doc.OptionalInt(root, "", "prefix_cache_retention_interval", 0));
+      engine.prefix_cache_retention_interval = {RetentionInterval::Kind::kTokens, *tokens};
+    }
+  }
   for (auto [key, out] :
        {std::pair<std::string_view, bool*>{"enable_prefix_caching", &engine.enable_prefix_caching},
         {"enable_chunked_prefill", &engine.enable_chunked_prefill},

@@ -48,6 +48,10 @@ nlohmann::ordered_json KvPlanToJson(const KvPlan& plan) {
   j["bytes_per_block"] = plan.bytes_per_block;
   j["blocks_per_max_len_request"] = plan.blocks_per_max_len_request;
   j["enable_prefix_caching"] = plan.enable_prefix_caching;
+  j["prefix_cache_retention_interval"] = plan.retention_interval
+                                             ? nlohmann::ordered_json(*plan.retention_interval)
+                                             : nlohmann::ordered_json(nullptr);
+  j["prefix_cache_retention_interval_source"] = plan.retention_interval_source;
   j["warnings"] = plan.warnings;
   j["startup_check"] = StartupCheckToJson(plan.startup_check);
   return j;
@@ -101,6 +105,10 @@ std::string FormatKvPlan(const KvPlan& plan) {
                           mamba_groups, speculative_blocks,
                           mamba_groups * (1 + speculative_blocks));
   }
+  absl::StrAppendFormat(
+      &out, "  prefix_cache_retention_interval = %s (%s)\n",
+      plan.retention_interval ? absl::StrCat(*plan.retention_interval) : std::string("dense"),
+      plan.retention_interval_source);
   if (!plan.enable_prefix_caching) absl::StrAppend(&out, "  prefix caching disabled\n");
   for (const std::string& w : plan.warnings) absl::StrAppend(&out, "  warning: ", w, "\n");
   return out;

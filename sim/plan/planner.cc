@@ -572,6 +572,56 @@ void MarkEagleGroups(const EngineConfig& engine, KvPlan* plan) {
   }
 }
 
+// docs/semantics.md §10.2: prefix_cache_retention_interval, resolved as vLLM's
+// create_engine_config does an unset one (PR #55760, predicate as PR #55861 made it: a hybrid
+// model, i.e. one with mamba layers, served with an EAGLE-family drafter keeps dense checkpoints,
+// everything else 0), then validated as _validate_prefix_cache_retention_interval does.
+absl::Status ResolveRetentionInterval(const PlanInputs& in, KvPlan* plan) {
+  const EngineConfig& engine = in.engine;
+  const RetentionInterval& given = engine.prefix_cache_retention_interval;
+  bool mamba = false, sparse_groups = false;
+  for (const KvGroup& g : plan->groups) {
+    mamba |= g.kind == LayerKind::kMamba;
+    sparse_groups |= g.kind == LayerKind::kMamba || g.kind == LayerKind::kSlidingWindow;
+  }
+  const SpeculativeConfig& spec = engine.speculative;
+  const bool eagle_family = spec.enabled && (spec.method == "eagle" || spec.method == "eagle3" ||
+                                             spec.method == "mtp" || spec.method == "dspark");
+  switch (given.kind) {
+    case RetentionInterval::Kind::kDense:
+      plan->retention_interval.reset();
+      plan->retention_interval_source = "engine";
+      return absl::OkStatus();
+    case RetentionInterval::Kind::kTokens:
+      plan->retention_interval = given.tokens;
+      plan->retention_interval_source = "engine";
+      break;
+    case RetentionInterval::Kind::kUnset:
+      if (mamba && eagle_family) {
+        plan->retention_interval.reset();
+        plan->retention_interval_source =
+            "vLLM's default for a hybrid model with an EAGLE-family drafter: dense";
+        return absl::OkStatus();
+      }
+      plan->retention_interval = 0;
+      plan->retention_interval_source = "vLLM's default: 0";
+      return absl::OkStatus();
+  }
+  const int64_t n = *plan->retention_interval;
+  if (!sparse_groups) {
+    if (n == 0) return absl::OkStatus();
+    return in.Error(absl::StrCat("prefix_cache_retention_interval ", n,
+                                 " has no effect: the plan has no sliding-window or mamba group "
+                                 "(give 0, or leave it unset)"));
+  }
+  if (n % plan->scheduler_block_size != 0) {
+    return in.Error(absl::StrCat("prefix_cache_retention_interval ", n,
+                                 " must be a multiple of the scheduler block size ",
+                                 plan->scheduler_block_size));
+  }
+  return absl::OkStatus();
+}
+
 // Warnings about what the plan costs: hits coarser than the primary block, padded pages.
 void WarnAboutCosts(int64_t block_size, KvPlan* plan) {
   if (plan->scheduler_block_size > block_size) {
@@ -620,6 +670,7 @@ absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig&
   PREFIXSIM_RETURN_IF_ERROR(SizeMemory(in, &plan));
   PREFIXSIM_RETURN_IF_ERROR(SetGranularities(in, &plan));
   MarkEagleGroups(engine, &plan);
+  PREFIXSIM_RETURN_IF_ERROR(ResolveRetentionInterval(in, &plan));
   WarnAboutCosts(primary.block_size, &plan);
   return plan;
 }

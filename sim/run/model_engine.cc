@@ -128,6 +128,19 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   }
   if (o.enable_prefix_caching) engine.enable_prefix_caching = *o.enable_prefix_caching;
   if (o.enable_chunked_prefill) engine.enable_chunked_prefill = *o.enable_chunked_prefill;
+  if (o.prefix_cache_retention_interval) {
+    const std::string& v = *o.prefix_cache_retention_interval;
+    int64_t tokens = 0;
+    if (v == "dense" || v == "none" || v == "None" || v == "null") {
+      engine.prefix_cache_retention_interval = {RetentionInterval::Kind::kDense, 0};
+    } else if (absl::SimpleAtoi(v, &tokens) && tokens >= 0) {
+      engine.prefix_cache_retention_interval = {RetentionInterval::Kind::kTokens, tokens};
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefix_cache_retention_interval: '", v,
+                       "' is neither a number of tokens (0 or more) nor 'dense'"));
+    }
+  }
   if (o.scheduler_reserve_full_isl) {
     engine.scheduler_reserve_full_isl = *o.scheduler_reserve_full_isl;
   }

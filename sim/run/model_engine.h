@@ -33,6 +33,8 @@ struct EngineOverrides {
   std::optional<bool> enable_chunked_prefill;
   std::optional<bool> disable_eagle_block_drop;
   std::optional<bool> scheduler_reserve_full_isl;
+  // An integer number of tokens, or "dense" (vLLM's None).
+  std::optional<std::string> prefix_cache_retention_interval;
   bool no_speculative = false;
   // Fleet (replay/compare and grid points; the CLI's AddFleetOptions adds the flags).
   std::optional<std::string> replicas;  // "N" or "auto"

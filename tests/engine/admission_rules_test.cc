@@ -69,16 +69,15 @@ TEST(AdmissionRulesTest, AFreshPrefillReservesLookaheadSlots) {
 // refuses it and r1 waits (MambaManager.get_num_blocks_to_allocate). Step 2: r0 computes its
 // last 6 tokens, r1 its 17: both finish in step 2, r1 with the 64-token hit.
 TEST(AdmissionRulesTest, MambaRefusesAStateCachedInTheSameStep) {
-  const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 32), Group(LayerKind::kMamba, 32)},
-                           64, 32, 32, 32);
+  const KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 32), Group(LayerKind::kMamba, 32)}, 64, 32, 32, 32);
   EngineConfig e = SmallEngine(8192);
   e.mamba_cache_mode = MambaCacheMode::kAlign;
   const std::vector<uint32_t> p = Iota(70);
   const ReplayResult r = MustReplay(
       plan, e,
-      {Req(0, 0, p, 1), Req(1, 0, Concat(std::vector<uint32_t>(p.begin(), p.begin() + 64),
-                                         Iota(17, 9000)),
-                        1)});
+      {Req(0, 0, p, 1),
+       Req(1, 0, Concat(std::vector<uint32_t>(p.begin(), p.begin() + 64), Iota(17, 9000)), 1)});
   EXPECT_EQ(r.per_request[0].finish_ns, 2 * kMs);
   EXPECT_EQ(r.per_request[1].finish_ns, 2 * kMs);
   EXPECT_EQ(r.per_request[1].hit_tokens, 64);
@@ -93,12 +92,13 @@ TEST(AdmissionRulesTest, MambaRefusesAStateCachedInTheSameStep) {
 // 0. Step 3: r1 stops at 160, r2 prefills its 24 and finishes. (Before #51113 the rounding applied
 // only below the last cacheable position, and r2 took its 4 tokens in step 1.)
 TEST(AdmissionRulesTest, MambaSplitRoundsChunksPastTheLastCacheablePosition) {
-  const KvPlan plan = Plan({Group(LayerKind::kFullAttention, 32), Group(LayerKind::kMamba, 32)},
-                           200, 32, 32, 32);
+  const KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 32), Group(LayerKind::kMamba, 32)}, 200, 32, 32, 32);
   EngineConfig e = SmallEngine(100);
   e.mamba_cache_mode = MambaCacheMode::kAlign;
   const ReplayResult r = MustReplay(
-      plan, e, {Req(0, 0, Iota(78), 1), Req(1, 0, Iota(164, 1000), 1), Req(2, 0, Iota(24, 5000), 1)});
+      plan, e,
+      {Req(0, 0, Iota(78), 1), Req(1, 0, Iota(164, 1000), 1), Req(2, 0, Iota(24, 5000), 1)});
   EXPECT_EQ(r.per_request[0].finish_ns, 2 * kMs);
   EXPECT_EQ(r.per_request[2].first_token_ns, 3 * kMs);
   EXPECT_EQ(r.per_request[2].finish_ns, 3 * kMs);

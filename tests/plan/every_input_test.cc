@@ -52,6 +52,12 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   f["enable_prefix_caching"] = std::to_string(e.enable_prefix_caching);
   f["enable_chunked_prefill"] = std::to_string(e.enable_chunked_prefill);
   f["scheduler_reserve_full_isl"] = std::to_string(e.scheduler_reserve_full_isl);
+  f["prefix_cache_retention_interval"] =
+      e.prefix_cache_retention_interval.kind == RetentionInterval::Kind::kUnset
+          ? "unset"
+          : (e.prefix_cache_retention_interval.kind == RetentionInterval::Kind::kDense
+                 ? "dense"
+                 : std::to_string(e.prefix_cache_retention_interval.tokens));
   f["long_prefill_token_threshold"] = std::to_string(e.long_prefill_token_threshold);
   f["prefix_match_unit"] = e.prefix_match_unit ? std::to_string(*e.prefix_match_unit) : "-";
   f["mamba_cache_mode"] = std::string(MambaCacheModeName(e.mamba_cache_mode));
@@ -207,6 +213,8 @@ TEST(EveryInputTest, EveryOverrideFlagTakesEffectOrIsRefused) {
       // eagle and dspark both drop the last matched block: the plan is the same.
       {"speculative-method", {"--speculative-method eagle", ConfigKey("speculative.method")}},
       {"disable-eagle-block-drop", {"--disable-eagle-block-drop true", PlanKey("groups")}},
+      {"prefix-cache-retention-interval",
+       {"--prefix-cache-retention-interval 0", PlanKey("prefix_cache_retention_interval")}},
       {"scheduler-reserve-full-isl",
        {"--scheduler-reserve-full-isl false", ConfigKey("scheduler_reserve_full_isl")}},
       {"kv-cache-dtype", {"--kv-cache-dtype fp8", PlanKey("groups")}},
@@ -309,6 +317,10 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
        {none, {{"enable_chunked_prefill", false}}, ConfigKey("enable_chunked_prefill")}},
       {"scheduler_reserve_full_isl",
        {none, {{"scheduler_reserve_full_isl", false}}, ConfigKey("scheduler_reserve_full_isl")}},
+      {"prefix_cache_retention_interval",
+       {none,
+        {{"prefix_cache_retention_interval", 0}},
+        PlanKey("prefix_cache_retention_interval")}},
       {"disable_hybrid_kv_cache_manager",
        {none, {{"disable_hybrid_kv_cache_manager", true}}, PlanKey("groups")}},
       {"mamba_cache_mode",
