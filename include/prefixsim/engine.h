@@ -174,6 +174,9 @@ struct RequestRecord {
   int64_t first_token_ns = -1;
   int64_t finish_ns = -1;
   int32_t preemptions = 0;
+  // Hit tokens of its re-admissions after preemptions, summed (prefix_cache.preempted_hits is
+  // their sum over the requests).
+  int64_t readmission_hit_tokens = 0;
   int32_t replica = 0;  // the fleet replica that served it
   // Fleets: the hit the best replica would have given at arrival minus the chosen one's (its
   // lookup on the exact view, sim/fleet/cache_view.h).

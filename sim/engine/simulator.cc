@@ -195,6 +195,7 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t now) {
         RequestRecord& rec = records_->at(req->record_index);
         rec.skipped = "does_not_fit";
         rec.preemptions = req->num_preemptions;
+        rec.readmission_hit_tokens = req->readmission_hit_tokens;
         ended_records_.push_back(req->record_index);
       }
       free_slots_.push_back(req->slot);
@@ -308,6 +309,7 @@ void Simulator::Finish(SimRequest* r) {
     rec.first_token_ns = r->first_token_ns;
     rec.finish_ns = r->finish_ns;
     rec.preemptions = r->num_preemptions;
+    rec.readmission_hit_tokens = r->readmission_hit_tokens;
     ended_records_.push_back(r->record_index);
   }
   free_slots_.push_back(r->slot);
@@ -347,6 +349,7 @@ void Simulator::Interrupt() {
       rec.output_tokens = req->num_outputs;
       rec.first_token_ns = req->first_token_ns;
       rec.preemptions = req->num_preemptions;
+      rec.readmission_hit_tokens = req->readmission_hit_tokens;
       if (req->first_hit_tokens >= 0) {
         rec.hit_tokens = req->first_hit_tokens;
         rec.alignment_loss_tokens = req->first_alignment_loss;

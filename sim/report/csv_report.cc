@@ -27,7 +27,7 @@ void WriteMissColumns(const MissAttribution& m, std::ostream& out) {
 
 void WriteRequestsCsvHeader(bool fleet, std::ostream& out) {
   out << "id,arrival_s,prompt_tokens,output_tokens,hit_tokens,alignment_loss_tokens,"
-         "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,skipped";
+         "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,readmission_hit_tokens,skipped";
   WriteMissHeader(out);
   // A fleet adds the replica that held what was missed as `elsewhere`, the one that served, and
   // the router's regret.
@@ -36,11 +36,12 @@ void WriteRequestsCsvHeader(bool fleet, std::ostream& out) {
 
 void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
   const bool served = r.finish_ns >= 0;
-  out << absl::StrFormat("%d,%.6f,%d,%d,%d,%d,%d,%s,%s,%d,%s", r.id,
+  out << absl::StrFormat("%d,%.6f,%d,%d,%d,%d,%d,%s,%s,%d,%d,%s", r.id,
                          static_cast<double>(r.arrival_ns) / 1e9, r.prompt_tokens, r.output_tokens,
                          r.hit_tokens, r.alignment_loss_tokens, r.lost_to_alignment_tokens,
                          served ? Ms(r.first_token_ns - r.arrival_ns) : "",
-                         served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions, r.skipped);
+                         served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions,
+                         r.readmission_hit_tokens, r.skipped);
   WriteMissColumns(r.miss, out);
   if (fleet) {
     out << ",";

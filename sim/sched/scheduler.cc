@@ -191,6 +191,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
         (was_preempted ? counters_.miss_causes.preempted : counters_.miss_causes.first).Add(miss);
       }
       if (was_preempted) {
+        req->readmission_hit_tokens += computed;
         counters_.preempted_alignment_loss_tokens += hit.alignment_loss_tokens;
       } else {
         counters_.alignment_loss_tokens += hit.alignment_loss_tokens;

@@ -46,7 +46,8 @@ struct alignas(64) SimRequest {
   int32_t num_preemptions = 0;
   bool finished = false;
   int64_t finish_ns = -1;
-  int64_t first_hit_tokens = -1;  // at the first admission
+  int64_t first_hit_tokens = -1;       // at the first admission
+  int64_t readmission_hit_tokens = 0;  // summed over its re-admissions after preemptions
   int64_t first_alignment_loss = 0;
   int64_t first_lost_to_alignment = 0;
   // Miss attribution: what the fleet held at arrival, and the causes of the first admission.

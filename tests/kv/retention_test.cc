@@ -19,13 +19,13 @@
 namespace prefixsim {
 namespace {
 
+using ::testing::HasSubstr;
 using testing_kv::Checked;
 using testing_kv::Concat;
 using testing_kv::Group;
 using testing_kv::Iota;
 using testing_kv::Literal;
 using testing_kv::Plan;
-using ::testing::HasSubstr;
 
 // Runs `r`'s prefill in steps ending at `ends` (each its own step) and frees it; returns the hit
 // its lookup gave.
@@ -80,9 +80,10 @@ TEST(RetentionTest, SlidingWindowKeepsTheWindowBeforeEachCheckpoint) {
     for (bool hybrid : {false, true}) {
       SCOPED_TRACE(hybrid ? "full attention + SWA" : "SWA only");
       const KvPlan plan =
-          hybrid ? Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 4, 9)},
-                        64, 4, 4, 4)
-                 : Plan({Group(LayerKind::kSlidingWindow, 4, 9)}, 64, 4, 4, 4);
+          hybrid
+              ? Plan({Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 4, 9)},
+                     64, 4, 4, 4)
+              : Plan({Group(LayerKind::kSlidingWindow, 4, 9)}, 64, 4, 4, 4);
       KvCacheManager m(WithRetention(plan, c.retention), Checked());
       EXPECT_EQ(RunAlone(m, Literal(1, doc, 1), {40}), 0);
       // Full attention is dense at every retention: 10 blocks of its own.
@@ -124,7 +125,8 @@ TEST(RetentionTest, MambaKeepsTheStateAtASharedPrefixJunction) {
   const std::vector<uint32_t> r0 = Iota(100);
   const std::vector<uint32_t> shared(r0.begin(), r0.begin() + 70);
   const KvPlan plan = WithRetention(
-      Plan({Group(LayerKind::kFullAttention, 32), Group(LayerKind::kMamba, 32)}, 64, 32, 32, 32), 0);
+      Plan({Group(LayerKind::kFullAttention, 32), Group(LayerKind::kMamba, 32)}, 64, 32, 32, 32),
+      0);
   for (bool stop : {true, false}) {
     SCOPED_TRACE(stop ? "stop at the junction" : "no stop");
     KvCacheManager m(plan, Checked());
@@ -149,7 +151,7 @@ TEST(RetentionTest, MambaKeepsTheStateAtASharedPrefixJunction) {
 }
 
 absl::StatusOr<KvPlan> Resolve(const char* model_name, const char* engine_name,
-                              const std::function<void(EngineConfig&)>& edit = {}) {
+                               const std::function<void(EngineConfig&)>& edit = {}) {
   auto engine = LoadEngine(engine_name);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (edit) edit(*engine);
@@ -206,8 +208,7 @@ TEST(RetentionTest, Validation) {
                         "block size 1536"));
   auto llama = Resolve("llama-3.1-8b-layout", "llama-3.1-8b", tokens(16));
   ASSERT_FALSE(llama.ok());
-  EXPECT_THAT(std::string(llama.status().message()),
-              HasSubstr("no sliding-window or mamba group"));
+  EXPECT_THAT(std::string(llama.status().message()), HasSubstr("no sliding-window or mamba group"));
   EXPECT_TRUE(Resolve("llama-3.1-8b-layout", "llama-3.1-8b", tokens(0)).ok());
 }
 

@@ -22,6 +22,7 @@ struct CsvRow {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
   int64_t preemptions = 0;
+  int64_t readmission_hit_tokens = 0;
   std::string skipped;
 };
 
@@ -44,7 +45,8 @@ std::vector<CsvRow> ReadRequestsCsv(const std::string& text) {
     return 0;
   };
   const int prompt = column("prompt_tokens"), output = column("output_tokens"),
-            preemptions = column("preemptions"), skipped = column("skipped");
+            preemptions = column("preemptions"), skipped = column("skipped"),
+            readmission_hits = column("readmission_hit_tokens");
   std::vector<CsvRow> rows;
   while (std::getline(in, line)) {
     std::vector<std::string> cells;
@@ -56,6 +58,7 @@ std::vector<CsvRow> ReadRequestsCsv(const std::string& text) {
     row.prompt_tokens = std::stoll(cells[prompt]);
     row.output_tokens = std::stoll(cells[output]);
     row.preemptions = std::stoll(cells[preemptions]);
+    row.readmission_hit_tokens = std::stoll(cells[readmission_hits]);
     row.skipped = cells[skipped];
     rows.push_back(row);
   }
@@ -81,8 +84,13 @@ TEST(PreemptedReportTest, JsonPreemptedFiguresMatchTheRequestsCsv) {
   int64_t readmissions = 0;      // preemptions of served requests: each one re-admitted once
   int64_t first_admissions = 0;  // served requests, and skipped ones that ran before a preemption
   int64_t min_queries = 0, max_queries = 0;
+  int64_t readmission_hits = 0;
   for (const CsvRow& row : rows) {
     preemptions += row.preemptions;
+    readmission_hits += row.readmission_hit_tokens;
+    if (row.preemptions == 0) {
+      EXPECT_EQ(row.readmission_hit_tokens, 0);
+    }
     if (row.skipped.empty()) {
       readmissions += row.preemptions;
       first_admissions += 1;
@@ -105,6 +113,8 @@ TEST(PreemptedReportTest, JsonPreemptedFiguresMatchTheRequestsCsv) {
   EXPECT_LE(queries, max_queries);
   EXPECT_GT(hits, 0);
   EXPECT_LE(hits, queries);
+  // Per request, the CSV's re-admission hits add up to the JSON's.
+  EXPECT_EQ(readmission_hits, hits);
   EXPECT_DOUBLE_EQ(pc.at("preempted_hit_rate").get<double>(),
                    static_cast<double>(hits) / static_cast<double>(queries));
   // The non-preempted rate does not mix the re-admissions in.
