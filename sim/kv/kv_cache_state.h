@@ -5,10 +5,11 @@
 // facade forwards to this class, and the internal layers (routing.cc, fleet_lookup.cc,
 // miss_attributor.cc) reach it through KvCacheManager::impl().
 //
-// Where the coming rules go (docs/design.md §2, "The KV kitchen"): which computed blocks are
-// published (a retention mask) is CacheComputedBlocks, one call into the coordinator's
-// CacheBlocks per step; what an admission may take from the pool is NumBlocksToAllocate in
-// AllocateSlotsFull; a tier behind the pool listens to the pool's evictions.
+// Where the rules live (docs/design.md §2, "The KV kitchen"): which computed blocks are published
+// is CacheComputedBlocks, one call into the coordinator's CacheBlocks per step, whose managers
+// apply the retention masks (Reachable, RetainsStateAt); what an admission may take from the pool
+// is NumBlocksToAllocate in AllocateSlotsFull, and FullSequenceFits for the admission gate; a tier
+// behind the pool would listen to the pool's stores and evictions.
 #ifndef PREFIXSIM_SIM_KV_KV_CACHE_STATE_H_
 #define PREFIXSIM_SIM_KV_KV_CACHE_STATE_H_
 
