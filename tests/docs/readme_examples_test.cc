@@ -181,5 +181,15 @@ TEST_F(ReadmeCommandsTest, EveryOtherCommandRunsOrIsListedWithAReason) {
   EXPECT_GE(ran, 2);
 }
 
+// The README is a user's entry, not the manual: what the tool is, the two commands, an example,
+// a map of commands and links. Details belong in docs/.
+TEST(ReadmeTest, StaysShortEnoughToRead) {
+  std::ifstream in(std::string(PREFIXSIM_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in);
+  int lines = 0;
+  for (std::string l; std::getline(in, l);) ++lines;
+  EXPECT_LE(lines, 250) << "README.md has " << lines << " lines; move details to docs/";
+}
+
 }  // namespace
 }  // namespace prefixsim
