@@ -16,7 +16,11 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 runs=${RUNS:-9}
 baseline=${PY_LRU_BASELINE:-}
-[ -n "$baseline" ] && [ -f "$baseline" ] || { echo "skip: set PY_LRU_BASELINE to the Python LRU yardstick"; exit 0; }
+# Without the yardstick the replays are still timed (the figures README.md quotes), with no ratio.
+if [ -z "$baseline" ] || [ ! -f "$baseline" ]; then
+  echo "no PY_LRU_BASELINE: timing the replays only, no ratios"
+  baseline=""
+fi
 trace=${TRACE:-}
 if [ -z "$trace" ]; then
   trace=${TMPDIR:-/tmp}/mooncake_conversation_trace.jsonl
@@ -45,21 +49,28 @@ python=${PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
 replay=("$build/prefixsim" replay --trace "$trace" --model kimi-k3-like --no-progress
         --kv-cache-bytes 1099511627776)
 variants=("new:--engine kimi-k3-dspark --policy new" "old:--engine kimi-k3-dspark --policy old"
-          "no-spec:--engine kimi-k3 --policy new")
+          "no-spec:--engine kimi-k3 --policy new"
+          "new-no-causes:--engine kimi-k3-dspark --policy new --no-miss-causes")
 for _ in $(seq "$runs"); do
-  run python "$python" "$baseline" "$trace"
+  [ -n "$baseline" ] && run python "$python" "$baseline" "$trace"
   for variant in "${variants[@]}"; do
     # shellcheck disable=SC2086
     run "${variant%%:*}" "${replay[@]}" ${variant#*:}
   done
 done
-read -r py_med py_best <<<"$(stat python)"
-echo "python LRU baseline ($python): median ${py_med} s, best ${py_best} s ($runs interleaved rounds)"
+if [ -n "$baseline" ]; then
+  read -r py_med py_best <<<"$(stat python)"
+  echo "python LRU baseline ($python): median ${py_med} s, best ${py_best} s ($runs interleaved rounds)"
+fi
 for variant in "${variants[@]}"; do
   name=${variant%%:*}
   read -r med best <<<"$(stat "$name")"
-  echo "prefixsim replay ($name): median ${med} s, best ${best} s;" \
-    "ratio $(awk "BEGIN{printf \"%.2f\", $med / $py_med}") (best $(awk "BEGIN{printf \"%.2f\", $best / $py_best}")) (target <= 1.0)"
+  if [ -n "$baseline" ]; then
+    echo "prefixsim replay ($name): median ${med} s, best ${best} s;" \
+      "ratio $(awk "BEGIN{printf \"%.2f\", $med / $py_med}") (best $(awk "BEGIN{printf \"%.2f\", $best / $py_best}")) (target <= 1.0)"
+  else
+    echo "prefixsim replay ($name): median ${med} s, best ${best} s ($runs interleaved rounds)"
+  fi
 done
 
 if [ "${MEMORY:-0}" = 1 ]; then

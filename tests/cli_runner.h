@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace prefixsim::testing {
 
@@ -42,6 +44,29 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A CSV the binary wrote (no quoted commas: the reports write none), one map per row from column
+// name to cell; a short row's missing cells read "".
+inline std::vector<std::map<std::string, std::string>> ReadCsvRows(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  std::istringstream h(line);
+  for (std::string cell; std::getline(h, cell, ',');) header.push_back(cell);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::map<std::string, std::string> row;
+    for (const std::string& name : header) {
+      std::string cell;
+      if (!std::getline(l, cell, ',')) cell.clear();
+      row[name] = cell;
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 // A path in the test's temporary folder that other test processes running at the same time do

@@ -93,8 +93,9 @@ struct RouterViewConfig {
   std::string kind;           // exact | delayed | lossy | attention_only | approximate
   double event_delay_ms = 0;  // delayed: how late the router applies each event
   double event_loss = 0;      // lossy: the fraction of events the router never receives
-  int64_t max_blocks = 0;     // approximate: the most prompt blocks it remembers (0: the fleet's)
-  double ttl_s = 0;           // approximate: forget blocks not routed for this long (0: never)
+  int64_t max_blocks =
+      0;             // approximate: the most prompt blocks it remembers (0: unset, the fleet's)
+  double ttl_s = 0;  // approximate: forget blocks not routed for this long (0: unset, never)
 };
 
 struct FleetConfig {

@@ -22,6 +22,8 @@ inline bool IsAttention(LayerKind kind) { return kind != LayerKind::kMamba; }
 enum class KvDtype { kBf16, kFp16, kFp8, kFp32 };
 std::string_view KvDtypeName(KvDtype dtype);
 std::optional<KvDtype> ParseKvDtype(std::string_view name);
+// Every spelling ParseKvDtype accepts, "auto" first, for error messages.
+std::string KvDtypeSpellings();
 int KvDtypeBytes(KvDtype dtype);
 
 // One entry of the model's "layers" list: `count` identical layers.

@@ -3,9 +3,12 @@
 #include <cmath>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/status.h"
 #include "sim/cli/exit_codes.h"
@@ -41,6 +44,15 @@ CLI::Validator NumberAtLeast(bool positive) {
 }
 
 }  // namespace
+
+std::vector<std::string> SplitCommaList(std::string_view text) {
+  std::vector<std::string> items;
+  for (absl::string_view item : absl::StrSplit(AbslView(text), ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (!item.empty()) items.emplace_back(item);
+  }
+  return items;
+}
 
 CLI::Validator PositiveNumber() { return NumberAtLeast(true); }
 CLI::Validator NonNegativeNumber() { return NumberAtLeast(false); }
@@ -124,23 +136,27 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
                 "router of the fleet: " + absl::StrJoin(fleet::RegisteredRouters(), ", ") +
                     " (default round_robin)");
   g->add_option("--overlap-weight", o->overlap_weight,
-                "kv_aware routers: weight of the prompt tokens a replica must compute (default 1)");
+                "kv_aware routers: weight of the prompt tokens a replica must compute (default 1)")
+      ->check(NonNegativeNumber());
   g->add_option(
       "--router-view", o->router_view,
       "how kv_aware routers see the caches: " + absl::StrJoin(fleet::RegisteredCacheViews(), ", ") +
           " (default exact; kv_aware_unaligned: attention_only)");
   g->add_option("--kv-event-delay-ms", o->kv_event_delay_ms,
-                "--router-view delayed: how late each cache event reaches the router, in ms");
+                "--router-view delayed: how late each cache event reaches the router, in ms")
+      ->check(NonNegativeNumber());
   g->add_option("--kv-event-loss", o->kv_event_loss,
-                "--router-view lossy: the fraction of cache events the router never receives");
+                "--router-view lossy: the fraction of cache events the router never receives")
+      ->check(NonNegativeNumber());
   g->add_option("--router-max-blocks", o->router_max_blocks,
-                "--router-view approximate: the most prompt blocks the router remembers "
-                "(default: as many as the fleet's KV blocks)");
+                "--router-view approximate: the most prompt blocks the router remembers, "
+                "above 0 (default: as many as the fleet's KV blocks)");
   g->add_option("--router-ttl-s", o->router_ttl_s,
-                "--router-view approximate: forget blocks not routed for this long (default "
-                "never)");
+                "--router-view approximate: forget blocks not routed for this many seconds, "
+                "above 0 (default: never)");
   g->add_option("--ttft-slo-ms", o->ttft_slo_ms,
-                "--replicas auto: p99 TTFT the fleet must hold, in ms (default 2000)");
+                "--replicas auto: p99 TTFT the fleet must hold, in ms (default 2000)")
+      ->check(PositiveNumber());
 }
 
 int ReportError(std::string_view command, const absl::Status& status) {

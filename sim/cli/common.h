@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
@@ -37,6 +38,10 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options);
 
 // Adds --replicas, --router, --overlap-weight and --ttft-slo-ms to `cmd`.
 void AddFleetOptions(CLI::App* cmd, EngineOverrides* overrides);
+
+// The items of a comma-separated flag value, each trimmed of spaces, empty items dropped:
+// "old, new" and "old,new" are the same list.
+std::vector<std::string> SplitCommaList(std::string_view text);
 
 // Prints "prefixsim <command>: <message>" to stderr and returns the exit code for `status`.
 int ReportError(std::string_view command, const absl::Status& status);

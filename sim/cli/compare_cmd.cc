@@ -49,10 +49,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
   AddKvEventsCliOptions(cmd, &options->kv_events, /*with_zmq=*/false);
   cmd->callback([options, &ctx] {
     InstallInterruptHandlers();
-    std::vector<std::string> policies;
-    for (absl::string_view p : absl::StrSplit(options->policies, ',', absl::SkipWhitespace())) {
-      policies.emplace_back(p);
-    }
+    const std::vector<std::string> policies = SplitCommaList(options->policies);
     if (policies.empty()) {
       ctx.exit_code = ReportError("compare", absl::InvalidArgumentError("--policies is empty"));
       return;

@@ -28,7 +28,7 @@ template <typename T>
 absl::Status ParseList(const std::string& text, std::string_view flag, std::vector<T>* out) {
   if (text.empty()) return absl::OkStatus();  // keep the default
   out->clear();
-  for (absl::string_view f : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+  for (const std::string& f : SplitCommaList(text)) {
     int64_t v = 0;
     if (!absl::SimpleAtoi(f, &v) || v <= 0) {
       return absl::InvalidArgumentError(
@@ -102,8 +102,8 @@ void AddKernelBenchCommand(CLI::App& app, CommandContext& ctx) {
       return;
     }
     std::vector<KvPlan> plans;
-    for (absl::string_view p : absl::StrSplit(options->policies, ',', absl::SkipWhitespace())) {
-      auto plan = ResolveKvPlan(loaded->model, loaded->engine, std::string(p));
+    for (const std::string& p : SplitCommaList(options->policies)) {
+      auto plan = ResolveKvPlan(loaded->model, loaded->engine, p);
       if (!plan.ok()) {
         ctx.exit_code = ReportError("kernel-bench", plan.status());
         return;

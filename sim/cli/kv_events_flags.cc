@@ -1,10 +1,12 @@
 #include "sim/cli/kv_events_flags.h"
 
 #include <filesystem>
+#include <iostream>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "prefixsim/status.h"
 #include "sim/cli/common.h"
 
@@ -18,6 +20,12 @@ void AddKvEventsCliOptions(CLI::App* cmd, KvEventsCliOptions* o, bool with_zmq) 
   cmd->add_option("--kv-events-format", o->format,
                   "msgpack (vLLM's payloads, each after a 4-byte big-endian length) or jsonl")
       ->capture_default_str()
+      ->needs(file);
+  cmd->add_option("--kv-events-warn-size", o->warn_size_bytes,
+                  "say on stderr once the --kv-events file passes this size (a fleet's file grows "
+                  "with every replica's steps)")
+      ->transform(ByteSizeValidator())
+      ->default_str("1GiB")
       ->needs(file);
   if (!with_zmq) return;
   // The publisher's settings do nothing without the publisher: CLI11 refuses them (exit 2).
@@ -74,6 +82,10 @@ absl::StatusOr<std::unique_ptr<KvEventsOutput>> KvEventsOutput::Open(
   }
   out->plan_ = plan;
   if (!options.zmq_endpoint.empty()) {
+    events::ZmqPublisherOptions endpoints;
+    endpoints.endpoint = options.zmq_endpoint;
+    endpoints.replay_endpoint = options.zmq_replay_endpoint;
+    PREFIXSIM_RETURN_IF_ERROR(events::CheckPublisherEndpoints(endpoints, num_replicas));
     for (int r = 0; r < num_replicas; ++r) PREFIXSIM_RETURN_IF_ERROR(out->StartPublisher(r));
     for (const auto& p : out->publishers_) PREFIXSIM_RETURN_IF_ERROR(p->WaitForSubscribers());
   }
@@ -127,7 +139,26 @@ void KvEventsOutput::Write(events::EventBatch&& batch) {
   if (replica < last_step_ns_.size()) {
     last_step_ns_[replica] = static_cast<int64_t>(batch.ts * 1e9 + 0.5);
   }
-  if (file_ != nullptr) events::WriteBatch(batch, format_, file_->stream());
+  if (file_ != nullptr) {
+    events::WriteBatch(batch, format_, file_->stream());
+    // The size is asked every 256 batches (tellp is a system call), so the warning comes a few
+    // batches after the crossing.
+    if (!warned_size_ && options_.warn_size_bytes > 0 && num_batches_ % 256 == 0) {
+      const int64_t bytes = static_cast<int64_t>(file_->stream().tellp());
+      if (bytes > options_.warn_size_bytes) {
+        warned_size_ = true;
+        std::cerr << "prefixsim: the --kv-events file has passed "
+                  << absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20))
+                  << " after " << num_batches_ + 1
+                  << " batches and grows with every step of every replica"
+                  << (format_ == events::EventLogFormat::kJsonLines
+                          ? "; --kv-events-format msgpack writes it smaller"
+                          : "")
+                  << "; --max-requests or a trace window bounds it (this is said once; "
+                     "--kv-events-warn-size sets the size)\n";
+      }
+    }
+  }
   if (replica < publishers_.size() && publishers_[replica] != nullptr) {
     if (options_.realtime) {
       std::this_thread::sleep_until(

@@ -35,6 +35,7 @@ struct KvEventsCliOptions {
   double linger_s = 0;
   bool realtime = false;
   double speedup = 1;
+  int64_t warn_size_bytes = int64_t{1} << 30;  // a file past this size is said once on stderr
   bool enabled() const { return !file.empty() || !zmq_endpoint.empty(); }
 };
 
@@ -81,6 +82,7 @@ class KvEventsOutput {
   std::vector<std::unique_ptr<events::EventRecorder>> recorders_;
   std::vector<int64_t> last_step_ns_;
   int64_t num_batches_ = 0;
+  bool warned_size_ = false;
 };
 
 }  // namespace prefixsim::cli

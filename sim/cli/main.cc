@@ -31,9 +31,10 @@ void CollectFlags(const CLI::App& cmd, std::vector<std::string>* out) {
   }
 }
 
-// After CLI11's own message for arguments it did not expect: the closest flag or subcommand of
-// the command being parsed (the innermost one named on the command line).
-void SuggestForExtras(const CLI::App& app) {
+// Arguments the command does not take, one line each in place of CLI11's list: the closest flag
+// or subcommand of the command being parsed (the innermost one named on the command line). A
+// word right after an unknown flag is that flag's value ("--polcy new"), not a second error.
+void ReportExtras(const CLI::App& app, int argc, char** argv) {
   const CLI::App* cmd = &app;
   while (true) {
     std::vector<CLI::App*> parsed = cmd->get_subcommands();
@@ -44,15 +45,31 @@ void SuggestForExtras(const CLI::App& app) {
   CollectFlags(*cmd, &flags);
   const std::vector<std::string> subcommands = SubcommandNames(*cmd);
   const std::string where = cmd == &app ? "prefixsim" : "prefixsim " + cmd->get_name();
-  for (const std::string& arg : app.remaining(/*recurse=*/true)) {
+  std::vector<std::string> extras = app.remaining(/*recurse=*/true);
+  auto take = [&](const std::string& arg) {
+    auto it = std::find(extras.begin(), extras.end(), arg);
+    if (it == extras.end()) return false;
+    extras.erase(it);
+    return true;
+  };
+  bool after_unknown_flag = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
     const bool is_flag = arg.size() > 1 && arg[0] == '-';
+    if (!take(arg)) {
+      after_unknown_flag = false;
+      continue;
+    }
+    if (!is_flag && after_unknown_flag) {
+      after_unknown_flag = false;
+      continue;
+    }
+    after_unknown_flag = is_flag && arg.find('=') == std::string::npos;
     // "--flag=value": the flag's name alone.
     const std::string name = is_flag ? arg.substr(0, arg.find('=')) : arg;
-    const std::string hint = prefixsim::DidYouMean(name, is_flag ? flags : subcommands);
-    if (!hint.empty()) {
-      std::cerr << where << ": unknown " << (is_flag ? "flag" : "argument") << " '" << name << "'"
-                << hint << " (" << where << " --help lists them)\n";
-    }
+    std::cerr << where << ": unknown " << (is_flag ? "flag" : "argument") << " '" << name << "'"
+              << prefixsim::DidYouMean(name, is_flag ? flags : subcommands) << " (" << where
+              << " --help lists " << (is_flag ? "its flags" : "what it takes") << ")\n";
   }
 }
 
@@ -89,8 +106,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      ReportExtras(app, argc, argv);
+      return prefixsim::kExitBadInput;
+    }
     int rc = app.exit(e);
-    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) SuggestForExtras(app);
     // CLI11 uses 0 for --help/--version and 1..n for usage errors; usage errors are exit 2.
     return rc == 0 ? 0 : prefixsim::kExitBadInput;
   }

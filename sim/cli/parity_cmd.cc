@@ -24,7 +24,7 @@
 namespace prefixsim::cli {
 namespace {
 
-absl::StatusOr<std::map<std::string, double>> ReadProm(const std::string& path) {
+absl::StatusOr<events::PromScrape> ReadProm(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(path + ": cannot open the metrics file");
   std::ostringstream buffer;
@@ -140,6 +140,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
     const double sim_rate =
         sim.queries > 0 ? static_cast<double>(sim.hits) / static_cast<double>(sim.queries) : 0;
     std::optional<events::EventDivergence> divergence;
+    std::vector<std::string> comparability;  // what the event comparison cannot say
     if (!options->events_path.empty()) {
       auto d = events::CompareEventHistories(simulated, recorded);
       if (!d.ok()) {
@@ -147,6 +148,9 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
         return;
       }
       divergence = *std::move(d);
+      std::vector<int64_t> block_sizes;
+      for (const KvGroup& g : plan->groups) block_sizes.push_back(g.block_size);
+      comparability = events::ComparabilityWarnings(simulated, recorded, block_sizes);
     }
     if (options->json) {
       nlohmann::ordered_json j;
@@ -175,6 +179,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
             divergence->first_divergent_group
                 ? nlohmann::ordered_json(*divergence->first_divergent_group)
                 : nlohmann::ordered_json(nullptr);
+        e["warnings"] = comparability;
         e["groups"] = nlohmann::ordered_json::array();
         for (const events::GroupDivergence& g : divergence->groups) {
           e["groups"].push_back({{"replica", g.rank},
@@ -204,6 +209,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
         const events::EventDivergence& d = *divergence;
         std::cout << "KV events: cached sets agree after " << d.steps_agreeing << " of " << d.steps
                   << " steps (" << Percent(d.agreement()) << ")\n";
+        for (const std::string& w : comparability) std::cout << "  CANNOT COMPARE: " << w << "\n";
         if (d.first_divergent_step) {
           std::cout << "  first divergence: step " << *d.first_divergent_step << ", replica "
                     << *d.first_divergent_rank << ", group " << *d.first_divergent_group << "\n";

@@ -129,7 +129,7 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
     if (s.ok()) s = grid::MergeSweepDirs(o->merge_dirs, o->merge_out, !o->merge_partial);
     ctx.exit_code = s.ok() ? kExitOk : ReportError("sweep merge", s);
   });
-  cmd->callback([o, cmd, merge, &ctx] {
+  cmd->callback([o, merge, &ctx] {
     if (merge->parsed()) return;
     if (o->grid.empty() || o->out.empty()) {
       ctx.exit_code = ReportError(
@@ -216,9 +216,15 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
     }
     InstallInterruptHandlers();
     const bool quiet = o->quiet;
-    auto stats = grid::RunSweep(*scenario, so, InterruptFlag(), [quiet](const grid::Point& p) {
-      if (!quiet) std::cerr << "sweep: point " << p.index << " (" << p.id << ") done\n";
-    });
+    auto stats = grid::RunSweep(
+        *scenario, so, InterruptFlag(), [quiet](const grid::Point& p, bool overloaded) {
+          if (quiet) return;
+          std::cerr << "sweep: point " << p.index << " (" << p.id << ") done"
+                    << (overloaded ? ": OVERLOADED (the replay fell behind the trace; its hit "
+                                     "rate reflects the queue as much as the policy)"
+                                   : "")
+                    << "\n";
+        });
     if (!stats.ok()) {
       ctx.exit_code = ReportError("sweep", stats.status());
       return;
@@ -233,7 +239,12 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
       return;
     }
     std::cerr << "sweep: " << stats->run << " points run, " << stats->skipped << " already done, "
-              << scenario->points.size() << " in the grid; results in " << o->out << "\n";
+              << scenario->points.size() << " in the grid; ";
+    if (stats->overloaded > 0) {
+      std::cerr << stats->overloaded << " of the points run OVERLOADED (results.csv's "
+                << "overloaded column names them); ";
+    }
+    std::cerr << "results in " << o->out << "\n";
     ctx.exit_code = kExitOk;
   });
 }

@@ -20,6 +20,22 @@ uint64_t ReplicaSeed(uint64_t seed, int replica) {
   return x ^ (x >> 31);
 }
 
+// What a request got before it ended, however it ended: its first admission's lookup (what the
+// JSON's prefix_cache and miss causes count, so a request admitted and later dropped keeps it),
+// outputs and re-admissions.
+void RecordProgress(const SimRequest& req, RequestRecord* rec) {
+  rec->output_tokens = req.num_outputs;
+  rec->first_token_ns = req.first_token_ns;
+  rec->preemptions = req.num_preemptions;
+  rec->readmission_hit_tokens = req.readmission_hit_tokens;
+  if (req.first_hit_tokens >= 0) {
+    rec->hit_tokens = req.first_hit_tokens;
+    rec->alignment_loss_tokens = req.first_alignment_loss;
+    rec->lost_to_alignment_tokens = req.first_lost_to_alignment;
+    rec->miss = req.first_miss;
+  }
+}
+
 }  // namespace
 
 Simulator::Simulator(const KvPlan& plan, const EngineConfig& engine, const ReplayOptions& options,
@@ -193,9 +209,8 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t now) {
       result.skipped_does_not_fit += 1;
       if (req->record_index >= 0) {
         RequestRecord& rec = records_->at(req->record_index);
+        RecordProgress(*req, &rec);
         rec.skipped = "does_not_fit";
-        rec.preemptions = req->num_preemptions;
-        rec.readmission_hit_tokens = req->readmission_hit_tokens;
         ended_records_.push_back(req->record_index);
       }
       free_slots_.push_back(req->slot);
@@ -301,15 +316,8 @@ void Simulator::Finish(SimRequest* r) {
   totals_.last_finish_ns = std::max(totals_.last_finish_ns, r->finish_ns);
   if (r->record_index >= 0) {
     RequestRecord& rec = records_->at(r->record_index);
-    rec.output_tokens = r->num_outputs;
-    rec.hit_tokens = std::max<int64_t>(r->first_hit_tokens, 0);
-    rec.alignment_loss_tokens = r->first_alignment_loss;
-    rec.lost_to_alignment_tokens = r->first_lost_to_alignment;
-    rec.miss = r->first_miss;
-    rec.first_token_ns = r->first_token_ns;
+    RecordProgress(*r, &rec);
     rec.finish_ns = r->finish_ns;
-    rec.preemptions = r->num_preemptions;
-    rec.readmission_hit_tokens = r->readmission_hit_tokens;
     ended_records_.push_back(r->record_index);
   }
   free_slots_.push_back(r->slot);
@@ -345,17 +353,8 @@ void Simulator::Interrupt() {
     totals_.counters.interrupted_requests += 1;
     if (req->record_index >= 0) {
       RequestRecord& rec = records_->at(req->record_index);
+      RecordProgress(*req, &rec);
       rec.skipped = "interrupted";
-      rec.output_tokens = req->num_outputs;
-      rec.first_token_ns = req->first_token_ns;
-      rec.preemptions = req->num_preemptions;
-      rec.readmission_hit_tokens = req->readmission_hit_tokens;
-      if (req->first_hit_tokens >= 0) {
-        rec.hit_tokens = req->first_hit_tokens;
-        rec.alignment_loss_tokens = req->first_alignment_loss;
-        rec.lost_to_alignment_tokens = req->first_lost_to_alignment;
-        rec.miss = req->first_miss;
-      }
       records_->Final(req->record_index);
     }
   }

@@ -15,21 +15,35 @@
 
 namespace prefixsim::events {
 
-// The samples of a Prometheus text exposition, summed per metric name over their label sets, with
-// a `_total` suffix removed (the exposition of a counter "x" is "x_total"). Errors are
-// InvalidArgument and start with "`name`: line N: ".
-absl::StatusOr<std::map<std::string, double>> ParsePromText(std::string_view contents,
-                                                            std::string_view name);
+// The samples of a Prometheus text exposition: per metric name (a `_total` suffix removed, as the
+// exposition of a counter "x" is "x_total"), per label set (sorted, so that the order the
+// labels are written in does not matter), the value and the line it was read from.
+struct PromSample {
+  double value = 0;
+  int64_t line = 0;
+};
+struct PromScrape {
+  std::map<std::string, std::map<std::string, PromSample>> series;  // metric -> labels -> sample
+  // The metric summed over its label sets; nullopt when the exposition has no sample of it.
+  std::optional<double> Sum(std::string_view metric) const;
+};
+// Errors are InvalidArgument and start with "`name`: line N: ": a malformed line, or a series
+// (metric and label set) given twice, which an exposition never does.
+absl::StatusOr<PromScrape> ParsePromText(std::string_view contents, std::string_view name);
 
 struct MeasuredHitRate {
-  double queries = 0;  // vllm:prefix_cache_queries, after minus before (tokens)
-  double hits = 0;     // vllm:prefix_cache_hits, after minus before (tokens)
-  double rate() const { return queries > 0 ? hits / queries : 0; }
+  int64_t queries = 0;  // vllm:prefix_cache_queries, after minus before (tokens)
+  int64_t hits = 0;     // vllm:prefix_cache_hits, after minus before (tokens)
+  double rate() const { return queries > 0 ? static_cast<double>(hits) / queries : 0; }
 };
-// InvalidArgument naming the file when a counter is missing or went down.
-absl::StatusOr<MeasuredHitRate> MeasuredFromScrapes(const std::map<std::string, double>& before,
+// vLLM's prefix-cache counters between two scrapes. InvalidArgument naming the file (and the
+// line of the sample) when what the counters say cannot be a run of one engine: a counter
+// missing, a sample that is not a whole finite number of tokens, a series of the first scrape
+// gone from the second or lower in it (a restarted engine, swapped files), more hits than
+// queries, or no query at all between the scrapes.
+absl::StatusOr<MeasuredHitRate> MeasuredFromScrapes(const PromScrape& before,
                                                     std::string_view before_name,
-                                                    const std::map<std::string, double>& after,
+                                                    const PromScrape& after,
                                                     std::string_view after_name);
 
 // Two event histories replayed side by side, step by step (batch i of a replica on each side is
@@ -57,6 +71,15 @@ struct EventDivergence {
 // FailedPrecondition if either history removes a block it never stored.
 absl::StatusOr<EventDivergence> CompareEventHistories(const std::vector<EventBatch>& simulated,
                                                       const std::vector<EventBatch>& measured);
+
+// What makes a comparison of the two histories partial or meaningless, one sentence each (empty:
+// nothing): an empty log; replicas one side has and the other not; events without group_idx;
+// blocks of another size than the simulated plan's group (`group_block_sizes`, by group index);
+// and logs that share no block hash at all (a real engine's hashes are seeded and cannot match the
+// simulation's: then only the per-group stored and removed counts compare).
+std::vector<std::string> ComparabilityWarnings(const std::vector<EventBatch>& simulated,
+                                               const std::vector<EventBatch>& measured,
+                                               const std::vector<int64_t>& group_block_sizes);
 
 }  // namespace prefixsim::events
 

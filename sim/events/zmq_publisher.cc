@@ -3,7 +3,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -26,25 +28,77 @@ std::string SequenceBytes(int64_t seq) {
   return out;
 }
 
+// The port of tcp://HOST:PORT, when it is one (1-65535).
+std::optional<int> TcpPort(std::string_view endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  int port = 0;
+  if (colon == std::string_view::npos || colon < 6 ||
+      !absl::SimpleAtoi(std::string(endpoint.substr(colon + 1)), &port) || port < 1 ||
+      port > 65535) {
+    return std::nullopt;
+  }
+  return port;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> OffsetEndpointPort(std::string_view endpoint, int rank) {
   if (endpoint.empty() || rank == 0) return std::string(endpoint);
-  if (endpoint.find("inproc") != std::string_view::npos)
-    return absl::StrCat(std::string(endpoint), "_dp", rank);
-  if (endpoint.find("tcp") != std::string_view::npos) {
-    const size_t colon = endpoint.rfind(':');
-    int port = 0;
-    if (colon == std::string_view::npos ||
-        !absl::SimpleAtoi(std::string(endpoint.substr(colon + 1)), &port)) {
+  if (endpoint.starts_with("inproc://")) return absl::StrCat(std::string(endpoint), "_dp", rank);
+  if (endpoint.starts_with("tcp://")) {
+    const std::optional<int> port = TcpPort(endpoint);
+    if (!port) {
       return absl::InvalidArgumentError(absl::StrCat("KV event endpoint \"", std::string(endpoint),
                                                      "\" has no port to offset by replica"));
     }
-    return absl::StrCat(std::string(endpoint.substr(0, colon + 1)), port + rank);
+    return absl::StrCat(std::string(endpoint.substr(0, endpoint.rfind(':') + 1)), *port + rank);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("KV event endpoint \"", std::string(endpoint),
                    "\": a fleet needs tcp or inproc endpoints (one per replica)"));
+}
+
+absl::Status CheckPublisherEndpoints(const ZmqPublisherOptions& options, int num_replicas) {
+  // What a bind takes: a tcp port (any host: a wildcard bind meets every address), else the name.
+  std::map<std::string, std::string> taken;  // -> "replica r's `field`"
+  for (const auto& [field, endpoint] :
+       {std::pair<const char*, const std::string&>{"endpoint", options.endpoint},
+        {"replay_endpoint", options.replay_endpoint}}) {
+    if (endpoint.empty()) continue;
+    const bool tcp = endpoint.starts_with("tcp://");
+    const std::optional<int> port = tcp ? TcpPort(endpoint) : std::nullopt;
+    const bool named = (endpoint.starts_with("inproc://") || endpoint.starts_with("ipc://")) &&
+                       endpoint.find("://") + 3 < endpoint.size();
+    if (tcp ? !port.has_value() : !named) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KV events ", field, " \"", endpoint,
+          "\": expected tcp://HOST:PORT (HOST may be *), inproc://NAME or ipc://PATH"));
+    }
+    if (tcp && *port + num_replicas - 1 > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KV events ", field, " \"", endpoint, "\": replica ", num_replicas - 1,
+          " would bind port ", *port + num_replicas - 1, " (port + replica), above 65535"));
+    }
+    if (endpoint.starts_with("ipc://") && num_replicas > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV events ", field, " \"", endpoint,
+                       "\": ipc endpoints serve one replica (vLLM offsets only tcp and inproc "
+                       "endpoints by data-parallel rank)"));
+    }
+    for (int r = 0; r < num_replicas; ++r) {
+      PREFIXSIM_ASSIGN_OR_RETURN(const std::string at, OffsetEndpointPort(endpoint, r));
+      const std::string key = tcp ? absl::StrCat("tcp port ", *port + r) : at;
+      const std::string who = absl::StrCat("replica ", r, "'s ", field);
+      const auto [it, fresh] = taken.emplace(key, who);
+      if (!fresh) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "KV events: ", who, " (", at, ") is ", it->second, ": replica r binds each endpoint's ",
+            "port plus r, so with ", num_replicas, " replicas the ports of endpoint and ",
+            "replay_endpoint must be at least ", num_replicas, " apart"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 struct ZmqPublisher::Impl {

@@ -37,6 +37,13 @@ struct ZmqPublisherOptions {
 // transport (ipc endpoints are refused beyond rank 0, as vLLM does).
 absl::StatusOr<std::string> OffsetEndpointPort(std::string_view endpoint, int rank);
 
+// The endpoints replicas 0 .. num_replicas - 1 would bind (`endpoint`, and `replay_endpoint`
+// when set), checked before any is bound: each of the form tcp://HOST:PORT (port 1-65535 for
+// every replica), inproc://NAME or, on one replica, ipc://PATH; and no two of them the same
+// (replica r's publisher port, the first's plus r, must not be another replica's replay port).
+// InvalidArgument naming the field, the replicas and the endpoint.
+absl::Status CheckPublisherEndpoints(const ZmqPublisherOptions& options, int num_replicas);
+
 class ZmqPublisher {
  public:
   // Binds the sockets of replica `rank` and starts the service thread. Unavailable if an

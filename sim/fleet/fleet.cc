@@ -227,6 +227,7 @@ absl::Status Fleet::HandleArrivals(TraceReader& trace) {
       const int64_t regret = sighting.routing_regret_tokens;
       sighting = kv::SightAtArrival(kv_caches_, r, *pending_, &sighting_hashes_);
       sighting.routing_regret_tokens = regret;
+      kv::SetRoutableHits(exact_hits_, r, &sighting);
     }
     replicas_[r]->Admit(std::move(pending_), now, sighting);
     touched_[r] = 1;

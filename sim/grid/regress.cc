@@ -327,13 +327,16 @@ absl::StatusOr<std::string> ResolveMetric(const std::string& file, const std::st
   std::vector<std::string> aliases;
   for (const auto& [alias, path] : Aliases()) aliases.push_back(alias);
   const std::string suggestion = Suggest(name);
+  // A good suggestion is the answer; the hundreds of dotted paths would bury it, so they are
+  // listed only when nothing is close.
+  const std::string paths = suggestion.empty() ? absl::StrCat(" (", absl::StrJoin(known, ", "), ")")
+                                               : " such as prefix_cache.hit_rate";
   return FieldError(
       file, field,
       absl::StrCat("unknown metric '", name, "'",
                    suggestion.empty() ? "" : absl::StrCat(" (did you mean '", suggestion, "'?)"),
                    "; a metric is a headline name (", absl::StrJoin(aliases, ", "),
-                   ") or a dotted path to a number of the replay JSON summary (",
-                   absl::StrJoin(known, ", "), ")"));
+                   ") or a dotted path to a number of the replay JSON summary", paths));
 }
 
 absl::Status CheckTolerances(const Scenario& suite) {

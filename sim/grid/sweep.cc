@@ -32,9 +32,9 @@ std::vector<absl::StatusOr<Json>> RunPoints(const Scenario& scenario,
   return results;
 }
 
-absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions& o,
-                                    const std::atomic<int>* interrupt,
-                                    const std::function<void(const Point&)>& on_point_done) {
+absl::StatusOr<SweepStats> RunSweep(
+    const Scenario& scenario, const SweepOptions& o, const std::atomic<int>* interrupt,
+    const std::function<void(const Point&, bool overloaded)>& on_point_done) {
   const fs::path points_dir = fs::path(o.out_dir) / "points";
   std::error_code ec;
   fs::create_directories(points_dir, ec);
@@ -73,7 +73,9 @@ absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions
       ++stats.not_run;
       return;
     }
+    bool overloaded = false;
     if (s.ok()) {
+      overloaded = summary->value("overloaded", false);
       Json doc;
       doc["scenario"] = scenario.name;
       doc["grid_size"] = scenario.points.size();
@@ -92,7 +94,8 @@ absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions
       }
     } else {
       ++stats.run;
-      if (on_point_done) on_point_done(p);
+      if (overloaded) ++stats.overloaded;
+      if (on_point_done) on_point_done(p, overloaded);
     }
   });
   if (!first_error.ok()) return first_error;

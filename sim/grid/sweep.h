@@ -26,7 +26,8 @@ struct SweepOptions {
 
 struct SweepStats {
   int64_t run = 0;
-  int64_t skipped = 0;  // already done (--resume)
+  int64_t overloaded = 0;  // of `run`: their replay fell behind (summary "overloaded": true)
+  int64_t skipped = 0;     // already done (--resume)
   // Interrupted (RunSweep's `interrupt`; the CLI sets it on SIGINT/SIGTERM): the signal, and the
   // points of the shard that were stopped or never started; none of them has a point file.
   int interrupt_signal = 0;
@@ -37,10 +38,10 @@ struct SweepStats {
 // and then DIR/results.{csv,json} from every point file in DIR. `interrupt` (may be null) reads
 // non-zero: it starts no new point, writes no file for a point that was stopped, and merges the
 // finished ones. `on_point_done` (may be empty) is called, under a lock, as each point's file is
-// written.
-absl::StatusOr<SweepStats> RunSweep(const Scenario& scenario, const SweepOptions& options,
-                                    const std::atomic<int>* interrupt,
-                                    const std::function<void(const Point&)>& on_point_done = {});
+// written, with whether that point's replay was overloaded.
+absl::StatusOr<SweepStats> RunSweep(
+    const Scenario& scenario, const SweepOptions& options, const std::atomic<int>* interrupt,
+    const std::function<void(const Point&, bool overloaded)>& on_point_done = {});
 
 // Runs `points` on `jobs` threads; results[i] belongs to points[i] (order independent of jobs).
 std::vector<absl::StatusOr<nlohmann::ordered_json>> RunPoints(

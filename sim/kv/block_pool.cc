@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/kv/ever_cached_index.h"
+
 namespace prefixsim {
 namespace kv {
 
@@ -171,6 +173,7 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   meta_[b].group = group;
   ++num_cached_;
   if (listener_ != nullptr) listener_->OnBlockStored(key, Tag(group, h), group);
+  if (ever_cached_ != nullptr) ever_cached_->Add(key, Tag(group, h));
   if (event_sink_ != nullptr) event_sink_->OnBlockStored(group, h);
   return true;
 }

@@ -71,6 +71,8 @@ inline uint32_t GroupTag(int group, const HashPair& h) {
 // cache events (a router's view, fleet_index.h), read for one replica; the same finders run on
 // both. Lookup returns a positive value (the pool: the first block cached under the key) or
 // kNoBlock.
+class EverCachedIndex;
+
 class HitIndex {
  public:
   HitIndex(const PrefixIndex* index, int64_t* collisions)
@@ -82,7 +84,7 @@ class HitIndex {
            int words_per_row, int replica)
       : index_(index),
         collisions_(collisions),
-        rows_(replica_rows + replica / 64),
+        rows_(replica_rows != nullptr ? replica_rows + replica / 64 : nullptr),
         words_per_row_(words_per_row),
         bit_(uint64_t{1} << (replica % 64)) {}
 
@@ -132,6 +134,12 @@ class BlockPool {
   // `sink` receives the same stores and removes with their group and full hash (an exporter of
   // vLLM's KV events, kv_event_sink.h). Null: none. Not owned.
   void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
+
+  // `record` is told every key published (miss attribution's record of what was ever cached,
+  // ever_cached_index.h). Null: none. Not owned.
+  void set_ever_cached(EverCachedIndex* record) { ever_cached_ = record; }
+  // Whether some block is cached under `key` (hash ^ group salt).
+  bool HasKey(uint64_t key) const { return index_.Find(key) != nullptr; }
   KvEventSink* event_sink() const { return event_sink_; }
 
   // A cache hit takes a reference: a free block leaves the free queue.
@@ -243,6 +251,7 @@ class BlockPool {
   mutable int64_t collisions_ = 0;
   CacheEventListener* listener_ = nullptr;
   KvEventSink* event_sink_ = nullptr;
+  EverCachedIndex* ever_cached_ = nullptr;
 };
 
 }  // namespace kv

@@ -67,6 +67,10 @@ void KvCacheState::EnableMissAttribution(int64_t max_record_blocks) {
   // What this replica computed is the shadow's own entries, kept; a fleet asks each replica's.
   shadow_->KeepComputed(max_record_blocks);
   attributor_ = std::make_unique<MissAttributor>(&plan_, shadow_.get());
+  // A generation of a pool's worth of new keys: the shadow keeps a U-block alive about one
+  // turnover of the pool, and the record keeps the last two generations.
+  ever_cached_ = std::make_unique<EverCachedIndex>(&pool_, pool_.num_blocks());
+  pool_.set_ever_cached(ever_cached_.get());
 }
 
 void KvCacheState::AdoptPromptHashes(const Request& r, std::vector<HashPair>* hashes,
@@ -141,7 +145,12 @@ PrefixHit KvCacheState::GetComputedBlocks(KvRequestHandle h) {
     }
   }
   if (attributor_) {
-    attributor_->OnLookup(h.slot, result.hit_tokens + result.alignment_loss_tokens, shadow_alive);
+    // The same lookup on what every group ever cached: the prefix the plan checkpointed, which
+    // a cache that never evicted would serve (what lies beyond it was never cached).
+    const int64_t checkpointed = coord_.FindLongestCacheHit(
+        ever_cached_->hit_index(), fine, nf, max_hit, coord_.hash_block_size(), lookup_scratch());
+    attributor_->OnLookup(h.slot, result.hit_tokens + result.alignment_loss_tokens, shadow_alive,
+                          checkpointed);
   }
   st.has_pending = result.hit_tokens > 0;
   st.pending_hit = result.hit_tokens;

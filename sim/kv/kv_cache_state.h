@@ -22,6 +22,7 @@
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
 #include "sim/kv/coordinator.h"
+#include "sim/kv/ever_cached_index.h"
 #include "sim/kv/miss_attributor.h"
 #include "sim/kv/quiet_ranges.h"
 #include "sim/kv/request_table.h"
@@ -114,6 +115,7 @@ class KvCacheState {
   std::unique_ptr<ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
   bool shadow_counts_loss_ = false;      // U < A: lost_to_alignment_tokens is reported
   std::unique_ptr<MissAttributor> attributor_;
+  std::unique_ptr<EverCachedIndex> ever_cached_;  // with attributor_: what groups ever cached
   std::vector<char> cow_;
   KvCacheCounters counters_;
 };

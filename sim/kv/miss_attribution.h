@@ -25,7 +25,11 @@ namespace kv {
 struct ArrivalSighting {
   int64_t fleet_known_tokens = 0;  // the longest prefix some replica had computed
   int64_t elsewhere_tokens = 0;    // the longest prefix alive on another replica than the chosen
-  int elsewhere_replica = -1;      // that replica (the lowest index on a tie), or -1
+  // The longest hit another replica's own lookup (aligned, published: what a router could have
+  // had) gave at arrival, in tokens after its EAGLE drop; and that replica (the lowest index on a
+  // tie), or -1.
+  int64_t routable_tokens = 0;
+  int elsewhere_replica = -1;
   // Fleets: the hit the best replica's lookup would have given at arrival minus the chosen
   // replica's (the router's regret; 0 for one replica).
   int64_t routing_regret_tokens = 0;
@@ -51,6 +55,11 @@ inline constexpr int64_t kRecordBytesPerBlock = 32;
 // REQUIRES: no replica runs (their caches are read).
 ArrivalSighting SightAtArrival(const std::vector<KvCacheManager*>& replicas, int chosen,
                                const Request& request, std::vector<HashPair>* hashes);
+
+// The fleet's lookups at arrival (`hits_at_arrival`, one per replica, the router's exact view):
+// the best other replica than `chosen` becomes the sighting's routable hit and elsewhere_replica.
+void SetRoutableHits(const std::vector<int64_t>& hits_at_arrival, int chosen,
+                     ArrivalSighting* sighting);
 
 // The causes of an admission: call between GetComputedBlocks(request), which returned `hit`, and
 // the AllocateSlots that admits it. Reads the cache only. REQUIRES: MissAttributionEnabled.

@@ -13,10 +13,12 @@ namespace prefixsim::kv {
 
 void MissAttributor::OnAdded(uint32_t slot) { At(slot) = Record{}; }
 
-void MissAttributor::OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive) {
+void MissAttributor::OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive,
+                              int64_t checkpointed) {
   Record& r = At(slot);
   r.fine_hit = fine_hit;
   r.shadow_alive = shadow_alive;
+  r.checkpointed = checkpointed;
 }
 
 void MissAttributor::OnAdmitted(uint32_t slot, const HashPair* fine, int64_t num_fine,
@@ -76,29 +78,36 @@ MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, i
   const int64_t computed_here = shadow_->ComputedBlocks(fine, num_fine, alive, walk_limit);
   // Of the shadow's prefix, the part some holder was allowed to publish: past it, only the
   // round-down to S kept the blocks out of the cache (alignment); before it, a group failed to
-  // keep what was published (not_checkpointed).
+  // keep what was published: memory lost what every group had checkpointed (evicted), and the
+  // plan's groups never cached the rest (not_checkpointed).
   const int64_t fine_blocks = std::min(r.fine_hit / unit, alive);
   const int64_t published = shadow_->FirstUnpublished(fine, fine_blocks, alive);
   Thresholds t;
   t.hit = hit.hit_tokens;
   t.fine_hit = std::max(t.hit, std::min(r.fine_hit, cap));
   t.published = std::max(t.fine_hit, usable(published * unit));
+  t.checkpointed = std::clamp(std::min(r.checkpointed, cap), t.fine_hit, t.published);
   t.shadow_hit = std::max(t.published, std::min(shadow_->HitTokens(alive), cap));
   t.in_flight = std::max(t.shadow_hit, usable(pending * unit));
   t.computed_here = std::max(t.in_flight, usable(computed_here * unit));
-  t.elsewhere = std::max(t.computed_here, usable(sighting.elsewhere_tokens));
-  t.fleet_known = std::max(t.elsewhere, usable(sighting.fleet_known_tokens));
+  // A router recovers only what another replica's own lookup would have hit (the regret's
+  // definition); what another replica held but its plan could not serve there is the plan's loss.
+  t.elsewhere = std::max(t.computed_here, std::min(sighting.routable_tokens, cap));
+  t.held_elsewhere = std::max(t.elsewhere, usable(sighting.elsewhere_tokens));
+  t.fleet_known = std::max(t.held_elsewhere, usable(sighting.fleet_known_tokens));
   MissAttribution m;
   auto set = [&m](MissCause cause, int64_t tokens) { m.tokens[static_cast<int>(cause)] = tokens; };
   set(MissCause::kHit, t.hit);
-  set(MissCause::kAlignment, (t.fine_hit - t.hit) + (t.shadow_hit - t.published));
-  set(MissCause::kNotCheckpointed, t.published - t.fine_hit);
+  set(MissCause::kAlignment,
+      (t.fine_hit - t.hit) + (t.shadow_hit - t.published) + (t.held_elsewhere - t.elsewhere));
+  set(MissCause::kNotCheckpointed, t.published - t.checkpointed);
   set(MissCause::kInFlight, t.in_flight - t.shadow_hit);
-  set(MissCause::kEvicted, (t.computed_here - t.in_flight) + (t.fleet_known - t.elsewhere));
+  set(MissCause::kEvicted, (t.checkpointed - t.fine_hit) + (t.computed_here - t.in_flight) +
+                               (t.fleet_known - t.held_elsewhere));
   set(MissCause::kElsewhere, t.elsewhere - t.computed_here);
   set(MissCause::kCompulsory, cap - t.fleet_known);
   set(MissCause::kTail, num_tokens - cap);
-  m.evicted_on_other_replicas = t.fleet_known - t.elsewhere;
+  m.evicted_on_other_replicas = t.fleet_known - t.held_elsewhere;
   m.evicted_by = BreakerOfKind(plan_->groups[r.limiting_group].kind);
   if (t.elsewhere > t.computed_here) m.elsewhere_replica = sighting.elsewhere_replica;
   PREFIXSIM_CHECK(m.total() == num_tokens);
@@ -155,13 +164,21 @@ ArrivalSighting SightAtArrival(const std::vector<KvCacheManager*>& replicas, int
     const ShadowIndex& other = shadow_of(r);
     if (!other.HasComputed(fine, here)) continue;
     const int64_t alive = other.AliveBlocks(fine, num_fine, limit);
-    if (alive > best) {
-      best = alive;
-      sight.elsewhere_replica = static_cast<int>(r);
-    }
+    best = std::max(best, alive);
   }
   sight.elsewhere_tokens = best * unit;
   return sight;
+}
+
+void SetRoutableHits(const std::vector<int64_t>& hits_at_arrival, int chosen,
+                     ArrivalSighting* sighting) {
+  sighting->routable_tokens = 0;
+  sighting->elsewhere_replica = -1;
+  for (size_t r = 0; r < hits_at_arrival.size(); ++r) {
+    if (static_cast<int>(r) == chosen || hits_at_arrival[r] <= sighting->routable_tokens) continue;
+    sighting->routable_tokens = hits_at_arrival[r];
+    sighting->elsewhere_replica = static_cast<int>(r);
+  }
 }
 
 MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,

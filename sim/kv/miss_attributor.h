@@ -32,7 +32,8 @@ class MissAttributor {
   void OnAdded(uint32_t slot);
   // Its admission lookup: the hit at H (hit + alignment loss) and the leading U-blocks alive in
   // the shadow. The lookup writes the group that cut its first pass to *limiting_group(slot).
-  void OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive);
+  // `checkpointed`: the same lookup at H on what every group ever cached (ever_cached_index.h).
+  void OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive, int64_t checkpointed);
   int* limiting_group(uint32_t slot) { return &At(slot).limiting_group; }
   // At admission: the prompt's full U-blocks from `held` on are in flight until the request
   // computes them or frees its blocks. `fine` covers the prompt's U-blocks as far as it has hashes.
@@ -56,20 +57,23 @@ class MissAttributor {
     int64_t in_flight_to = 0;
     int64_t fine_hit = 0;      // the lookup at H (hit + alignment loss)
     int64_t shadow_alive = 0;  // leading U-blocks alive in the shadow
+    int64_t checkpointed = 0;  // the lookup at H on what every group ever cached
     int limiting_group = 0;    // FindLongestCacheHit's limiting_group
   };
   // Prefix lengths in tokens at which the oracles' answers end, each at least the one before it
   // and at most the attributable cap: each cause takes the tokens between two of them, so the
   // causes add up to the request's tokens by construction.
   struct Thresholds {
-    int64_t hit;            // the real lookup
-    int64_t fine_hit;       // the same lookup at H instead of A
-    int64_t published;      // the shadow's prefix some holder was allowed to publish
-    int64_t shadow_hit;     // the shadow's hit: every computed U-block published, no round-down
-    int64_t in_flight;      // ... and the U-blocks running requests are computing
-    int64_t computed_here;  // ... and what this replica ever computed
-    int64_t elsewhere;      // what another replica held alive at arrival
-    int64_t fleet_known;    // what some replica had computed
+    int64_t hit;             // the real lookup
+    int64_t fine_hit;        // the same lookup at H instead of A
+    int64_t checkpointed;    // ... on what every group ever cached (a cache that never evicted)
+    int64_t published;       // the shadow's prefix some holder was allowed to publish
+    int64_t shadow_hit;      // the shadow's hit: every computed U-block published, no round-down
+    int64_t in_flight;       // ... and the U-blocks running requests are computing
+    int64_t computed_here;   // ... and what this replica ever computed
+    int64_t elsewhere;       // what another replica's lookup would have hit at arrival
+    int64_t held_elsewhere;  // ... and what another replica held alive (its plan could not serve)
+    int64_t fleet_known;     // what some replica had computed
   };
 
   Record& At(uint32_t slot) {

@@ -214,10 +214,11 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
   if (delay) fleet.view.event_delay_ms = *delay;
   PREFIXSIM_ASSIGN_OR_RETURN(auto loss, doc.OptionalNumber(*it, "router", "event_loss", 0, 1));
   if (loss) fleet.view.event_loss = *loss;
+  // 0 would read as "unset" (as many blocks as the fleet holds; never forget): refused instead.
   PREFIXSIM_ASSIGN_OR_RETURN(auto max_blocks,
-                             doc.OptionalNumber(*it, "router", "max_blocks", 0, 1e15));
+                             doc.OptionalNumber(*it, "router", "max_blocks", 1, 1e15));
   if (max_blocks) fleet.view.max_blocks = static_cast<int64_t>(*max_blocks);
-  PREFIXSIM_ASSIGN_OR_RETURN(auto ttl, doc.OptionalNumber(*it, "router", "ttl_s", 0, 1e12));
+  PREFIXSIM_ASSIGN_OR_RETURN(auto ttl, doc.OptionalNumber(*it, "router", "ttl_s", 1e-3, 1e12));
   if (ttl) fleet.view.ttl_s = *ttl;
   return absl::OkStatus();
 }
@@ -406,7 +407,7 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
     engine.kv_cache_dtype = ParseKvDtype(*kv_dtype);
     if (!engine.kv_cache_dtype) {
       return doc.Error("kv_cache_dtype", absl::StrCat("unknown dtype '", *kv_dtype,
-                                                      "' (known: auto, bf16, fp16, fp8, fp32)"));
+                                                      "' (known: ", KvDtypeSpellings(), ")"));
     }
   }
   PREFIXSIM_ASSIGN_OR_RETURN(auto tp, doc.OptionalInt(root, "", "tensor_parallel_size", 1));
@@ -489,12 +490,12 @@ absl::Status ValidateEngineConfig(const EngineConfig& engine) {
         absl::StrCat("field 'replicas': ", fleet.replicas, " is not in [1, ", kMaxReplicas, "]"));
   }
   if (!(fleet.overlap_weight >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("field 'router.overlap_weight': ", fleet.overlap_weight, " is negative"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field 'router.overlap_weight': ", fleet.overlap_weight, " is not a number >= 0"));
   }
   if (!(fleet.ttft_slo_ms > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("field 'router.ttft_slo_ms': ", fleet.ttft_slo_ms, " must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field 'router.ttft_slo_ms': ", fleet.ttft_slo_ms, " is not a positive number"));
   }
   return absl::OkStatus();
 }

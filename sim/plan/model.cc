@@ -270,6 +270,11 @@ std::optional<KvDtype> ParseKvDtype(std::string_view name) {
   return std::nullopt;
 }
 
+std::string KvDtypeSpellings() {
+  return "auto, bf16, bfloat16, fp16, float16, half, fp8, fp8_e4m3, fp8_e5m2, fp32, float32, "
+         "float";
+}
+
 int KvDtypeBytes(KvDtype dtype) {
   switch (dtype) {
     case KvDtype::kBf16:

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/status.h"
@@ -419,9 +420,23 @@ absl::Status SelectKernelBlockSizes(const PlanInputs& in, KvPlan* plan) {
       g.kernel_block_size = g.block_size;
       continue;
     }
-    auto kernel =
-        SelectKernelBlockSize(in.engine.BackendFor(g.kind), g.block_size, g.padding_bytes > 0);
-    if (!kernel.ok()) return in.Error(StdView(kernel.status().message()));
+    const AttentionBackend& backend = in.engine.BackendFor(g.kind);
+    auto kernel = SelectKernelBlockSize(backend, g.block_size, g.padding_bytes > 0);
+    if (!kernel.ok()) {
+      // The group's block is the policy's choice, not always the block size asked for: say
+      // where it came from and what the backend can run.
+      std::vector<std::string> sizes;
+      for (const auto& k : backend.kernel_block_sizes) {
+        sizes.push_back(k.multiple_of ? absl::StrCat("multiples of ", k.value)
+                                      : absl::StrCat(k.value));
+      }
+      return in.Error(absl::StrCat("the ", AbslView(LayerKindName(g.kind)), " layers' block of ",
+                                   g.block_size, " tokens (policy ", AbslView(in.policy.name()),
+                                   " with primary block size ", plan->primary_block_size,
+                                   "): ", kernel.status().message(), " (", backend.name,
+                                   " runs kernel blocks of ", absl::StrJoin(sizes, ", "),
+                                   "); choose a block size whose groups' blocks these divide"));
+    }
     g.kernel_block_size = *kernel;
   }
   return absl::OkStatus();
@@ -444,6 +459,13 @@ absl::Status SizeMemory(const PlanInputs& in, KvPlan* plan) {
     plan->num_blocks = *engine.num_gpu_blocks;
   } else {
     plan->num_blocks = *engine.kv_cache_bytes / plan->bytes_per_block;
+    // vLLM refuses to start without memory for one cache block besides the null block
+    // (check_enough_kv_cache_memory: "No available memory for the cache blocks").
+    if (plan->num_blocks < 2) {
+      return in.Error(absl::StrCat("kv_cache_bytes ", *engine.kv_cache_bytes, " holds ",
+                                   plan->num_blocks, " blocks of ", plan->bytes_per_block,
+                                   " bytes; a KV cache needs at least 2 (one is the null block)"));
+    }
   }
   if (plan->num_blocks > kMaxNumBlocks) {
     return in.Error(absl::StrCat(

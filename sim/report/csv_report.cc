@@ -17,9 +17,14 @@ void WriteMissHeader(std::ostream& out) {
   }
 }
 
+// A request never looked up, or a run without miss attribution, has no causes: empty cells, not
+// zeros a reader would sum as "no miss".
 void WriteMissColumns(const MissAttribution& m, std::ostream& out) {
-  const bool attributed = m.total() > 0;
-  out << "," << (attributed ? MissCauseName(m.main_cause()) : "");
+  if (m.total() == 0) {
+    for (int c = 0; c < kNumMissCauses; ++c) out << ",";
+    return;
+  }
+  out << "," << MissCauseName(m.main_cause());
   for (int c = 1; c < kNumMissCauses; ++c) out << "," << m.tokens[c];
 }
 

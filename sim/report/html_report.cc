@@ -503,17 +503,18 @@ constexpr const char* kCauseMeanings[kNumMissCauses] = {
     "served from the cache.",
     "what the LCM costs: computed on this replica, but the round-down to the scheduler block S "
     "kept it unpublished (the PR #53007 case), or every group has it cached at its own block "
-    "boundary and the hit is cut back to a multiple of the hit alignment A. A block-size policy "
-    "recovers it.",
-    "computed and published on this replica, but a group never cached its state at that "
-    "boundary: a mamba state between checkpoints (no step ended there) or skipped in a verify "
-    "step, a sliding window's blocks freed out of the window. A block-size policy can recover "
-    "it too.",
+    "boundary and the hit is cut back to a multiple of the hit alignment A, or another replica "
+    "holds it but could not serve it either. A block-size policy recovers it.",
+    "computed and published on this replica, but a group never cached what a hit there needs: "
+    "a mamba state between checkpoints (no step ended there) or skipped in a verify step, a "
+    "sliding window never whole, a state the retention interval drops. No pool size recovers "
+    "it; the plan can.",
     "another request on this replica is computing it right now.",
-    "computed before and evicted since; the table names the group kind whose lookup broke the "
-    "chain (or other_replica). More KV memory recovers it.",
-    "cached on another replica when the request arrived: a routing miss, which a router "
-    "recovers.",
+    "computed before (in a hybrid plan: cached by every group) and evicted since; the table "
+    "names the group kind whose lookup broke the chain (or other_replica). More KV memory "
+    "recovers it.",
+    "another replica's own lookup would have hit it when the request arrived: a routing miss, "
+    "which a router recovers (the routing regret's definition).",
     "no replica had computed it when the request arrived: the prefix's first occurrence. "
     "Nothing recovers it.",
     "no lookup rule lets it hit: the last prompt token (always recomputed), the partial last "
@@ -1024,11 +1025,9 @@ std::string ParitySection(const ParityFigures& p, int number) {
   if (p.has_measured) {
     const double measured_rate = rate(p.measured_hits, p.measured_queries);
     absl::StrAppend(&s, "<tr data-side=\"measured\"><td>measured (vLLM's counters)</td><td>",
-                    Number(measured_rate, 2), "%</td><td>",
-                    Thousands(static_cast<int64_t>(p.measured_hits)), "</td><td>",
-                    Thousands(static_cast<int64_t>(p.measured_queries)),
-                    "</td></tr><tr><td>difference</td><td>", Number(sim_rate - measured_rate, 2),
-                    " points</td><td></td><td></td></tr>");
+                    Number(measured_rate, 2), "%</td><td>", Thousands(p.measured_hits), "</td><td>",
+                    Thousands(p.measured_queries), "</td></tr><tr><td>difference</td><td>",
+                    Number(sim_rate - measured_rate, 2), " points</td><td></td><td></td></tr>");
   }
   s += "</tbody></table>\n";
   if (!p.has_events) return s;

@@ -242,6 +242,15 @@ nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results
     if (r.fleet && base.fleet) {
       j["deltas"].back()["replicas"] = r.fleet->replicas - base.fleet->replicas;
     }
+    // The first admissions' tokens by miss cause, as the text and HTML compare them.
+    if (r.miss_causes.enabled && base.miss_causes.enabled) {
+      nlohmann::ordered_json causes;
+      for (int c = 0; c < kNumMissCauses; ++c) {
+        causes[std::string(MissCauseName(static_cast<MissCause>(c)))] =
+            r.miss_causes.first.tokens[c] - base.miss_causes.first.tokens[c];
+      }
+      j["deltas"].back()["miss_tokens_by_cause"] = std::move(causes);
+    }
   }
   return j;
 }

@@ -69,7 +69,7 @@ struct CapacitySweepPoint {
 struct ParityFigures {
   int64_t simulated_queries = 0, simulated_hits = 0;
   bool has_measured = false;
-  double measured_queries = 0, measured_hits = 0;
+  int64_t measured_queries = 0, measured_hits = 0;
   bool has_events = false;
   int64_t steps = 0, steps_agreeing = 0;  // summed over replicas
   int64_t first_divergent_step = -1, first_divergent_replica = -1, first_divergent_group = -1;

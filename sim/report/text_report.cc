@@ -53,7 +53,7 @@ std::string FleetSection(const FleetSummary& f, const std::string& policy = "") 
                             : p.overloaded ? "~"
                                            : "-");
     }
-    s += " (+ keeps up, ~ overloaded, ! thrashed)\n";
+    s += " (+ keeps up, ~ overloaded, ! thrashed, - too slow: span or p99 TTFT over the bound)\n";
   }
   absl::StrAppendFormat(&s, "  %7s %9s %9s %9s %11s %9s %8s\n", "replica", "requests", "finished",
                         "hit rate", "preemptions", "evicted", "KV use");
@@ -73,7 +73,9 @@ std::string MissCauseSection(const MissCauseStats& m) {
   auto table = [&s](const char* title, const MissCauseStats::Totals& t) {
     absl::StrAppendFormat(&s, "%s (%d admissions, %d tokens):\n", title, t.admissions,
                           t.total_tokens());
-    absl::StrAppendFormat(&s, "  %-18s %14s %8s %10s\n", "cause", "tokens", "%", "requests");
+    // A request with tokens of several causes counts under each; the per-request CSV's miss_cause
+    // names only its largest.
+    absl::StrAppendFormat(&s, "  %-18s %14s %8s %10s\n", "cause", "tokens", "%", "requests*");
     for (int c = 0; c < kNumMissCauses; ++c) {
       absl::StrAppendFormat(&s, "  %-18s %14d %8.2f %10d\n",
                             std::string(MissCauseName(static_cast<MissCause>(c))), t.tokens[c],
@@ -92,6 +94,8 @@ std::string MissCauseSection(const MissCauseStats& m) {
   table("Why tokens missed, first admissions", m.first);
   if (m.preempted.admissions > 0)
     table("Why tokens missed, re-admissions after preemption", m.preempted);
+  s += "  * requests with any token of the cause (a request counts under each of its causes; the "
+       "CSV's miss_cause is its largest)\n";
   if (m.forgotten_blocks > 0) {
     absl::StrAppendFormat(
         &s,
@@ -253,79 +257,86 @@ std::string FormatComparison(const std::vector<ReplayResult>& results) {
     }
   }
   s += "\n";
-  auto row = [&](const char* name, auto get, const char* fmt) {
+  auto row = [&](const char* name, auto get, int decimals) {
     absl::StrAppendFormat(&s, "%-28s", name);
     for (const ReplayResult& r : results) {
-      absl::StrAppend(&s, " ", absl::StrFormat("%16s", absl::StrFormat(fmt, get(r))));
+      absl::StrAppend(&s, " ", absl::StrFormat("%16s", absl::StrFormat("%.*f", decimals, get(r))));
     }
     for (size_t i = 1; i < results.size(); ++i) {
       absl::StrAppend(
           &s, " ",
-          absl::StrFormat("%16s",
-                          absl::StrCat(get(results[i]) - get(results[0]) >= 0 ? "+" : "",
-                                       absl::StrFormat(fmt, get(results[i]) - get(results[0])))));
+          absl::StrFormat(
+              "%16s",
+              absl::StrCat(get(results[i]) - get(results[0]) >= 0 ? "+" : "",
+                           absl::StrFormat("%.*f", decimals, get(results[i]) - get(results[0])))));
     }
     s += "\n";
   };
   using R = const ReplayResult&;
   row(
-      "hit rate (%)", [](R r) { return 100.0 * r.prefix_cache.hit_rate(); }, "%.2f");
+      "hit rate (%)", [](R r) { return 100.0 * r.prefix_cache.hit_rate(); }, 2);
   row(
-      "recent hit rate (%)", [](R r) { return 100.0 * r.recent_hit_rate; }, "%.2f");
+      "recent hit rate (%)", [](R r) { return 100.0 * r.recent_hit_rate; }, 2);
   row(
-      "hit tokens", [](R r) { return static_cast<double>(r.prefix_cache.hits); }, "%.0f");
+      "hit tokens", [](R r) { return static_cast<double>(r.prefix_cache.hits); }, 0);
+  // Three measures of what the alignment costs, named by what they count (the legend below the
+  // table says it in words; the JSON keeps the field names).
   row(
-      "alignment loss (tokens)", [](R r) { return static_cast<double>(r.alignment_loss_tokens); },
-      "%.0f");
+      "cut to A at lookup (tokens)",
+      [](R r) { return static_cast<double>(r.alignment_loss_tokens); }, 0);
   row(
       "unpublished by S (tokens)",
-      [](R r) { return static_cast<double>(r.unpublished_alignment_tokens); }, "%.0f");
+      [](R r) { return static_cast<double>(r.unpublished_alignment_tokens); }, 0);
   row(
       "lost to alignment (tokens)",
-      [](R r) { return static_cast<double>(r.lost_to_alignment_tokens); }, "%.0f");
-  if (std::all_of(results.begin(), results.end(), [](R r) { return r.miss_causes.enabled; })) {
+      [](R r) { return static_cast<double>(r.lost_to_alignment_tokens); }, 0);
+  const bool causes =
+      std::all_of(results.begin(), results.end(), [](R r) { return r.miss_causes.enabled; });
+  if (causes) {
     for (int c = 1; c < kNumMissCauses; ++c) {
       const std::string name =
           absl::StrCat("miss: ", std::string(MissCauseName(static_cast<MissCause>(c))));
       row(
-          name.c_str(), [c](R r) { return static_cast<double>(r.miss_causes.first.tokens[c]); },
-          "%.0f");
+          name.c_str(), [c](R r) { return static_cast<double>(r.miss_causes.first.tokens[c]); }, 0);
     }
   }
   row(
-      "hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, "%.0f");
+      "hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, 0);
   row(
-      "scheduler block S", [](R r) { return static_cast<double>(r.plan.scheduler_block_size); },
-      "%.0f");
+      "scheduler block S", [](R r) { return static_cast<double>(r.plan.scheduler_block_size); }, 0);
   row(
-      "num_blocks", [](R r) { return static_cast<double>(r.plan.num_blocks); }, "%.0f");
+      "num_blocks", [](R r) { return static_cast<double>(r.plan.num_blocks); }, 0);
   row(
       "padding bytes/block", [](R r) { return ComputePlanWaste(r.plan).padding_bytes_per_block; },
-      "%.0f");
+      0);
   row(
-      "memory waste (%)", [](R r) { return 100.0 * ComputePlanWaste(r.plan).waste_fraction; },
-      "%.2f");
+      "memory waste (%)", [](R r) { return 100.0 * ComputePlanWaste(r.plan).waste_fraction; }, 2);
   row(
-      "evicted blocks", [](R r) { return static_cast<double>(r.evicted_blocks); }, "%.0f");
+      "evicted blocks", [](R r) { return static_cast<double>(r.evicted_blocks); }, 0);
   row(
-      "preemptions", [](R r) { return static_cast<double>(r.preemptions); }, "%.0f");
+      "preemptions", [](R r) { return static_cast<double>(r.preemptions); }, 0);
   row(
-      "TTFT mean (ms)", [](R r) { return r.ttft.mean_ms; }, "%.1f");
+      "TTFT mean (ms)", [](R r) { return r.ttft.mean_ms; }, 1);
   row(
-      "TTFT p99 (ms)", [](R r) { return r.ttft.p99_ms; }, "%.1f");
+      "TTFT p99 (ms)", [](R r) { return r.ttft.p99_ms; }, 1);
   row(
-      "TPOT mean (ms)", [](R r) { return r.tpot.mean_ms; }, "%.2f");
+      "TPOT mean (ms)", [](R r) { return r.tpot.mean_ms; }, 2);
   row(
-      "E2E mean (ms)", [](R r) { return r.e2e.mean_ms; }, "%.1f");
+      "E2E mean (ms)", [](R r) { return r.e2e.mean_ms; }, 1);
   row(
-      "throughput (req/s)", [](R r) { return r.requests_per_s; }, "%.3f");
+      "throughput (req/s)", [](R r) { return r.requests_per_s; }, 3);
   if (results[0].fleet) {
     row(
-        "replicas", [](R r) { return r.fleet ? static_cast<double>(r.fleet->replicas) : 1.0; },
-        "%.0f");
+        "replicas", [](R r) { return r.fleet ? static_cast<double>(r.fleet->replicas) : 1.0; }, 0);
     row(
-        "load imbalance", [](R r) { return r.fleet ? r.fleet->imbalance : 1.0; }, "%.2f");
+        "load imbalance", [](R r) { return r.fleet ? r.fleet->imbalance : 1.0; }, 2);
   }
+  s += "cut to A at lookup: every group had it cached, the hit had to end on A (JSON "
+       "alignment_loss_tokens)\n"
+       "unpublished by S: computed, then kept out of the cache by the round-down to S\n"
+       "lost to alignment: what a cache aligned to the finest block would have hit more (JSON "
+       "lost_to_alignment_tokens)";
+  s += causes ? "\nmiss: the first admissions' tokens by cause (docs/design.md section 7)\n" : "\n";
   // The two fleet rows above cannot show how the load and the hits spread over replicas, nor
   // which sizes --replicas auto tried: each policy's fleet as replay prints it.
   for (const ReplayResult& r : results) {

@@ -59,16 +59,18 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     engine.fleet.view.event_loss = *o.kv_event_loss;
   }
   if (o.router_max_blocks) {
-    if (*o.router_max_blocks < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag --router-max-blocks: ", *o.router_max_blocks, " is negative"));
+    if (*o.router_max_blocks <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag --router-max-blocks: ", *o.router_max_blocks,
+          " must be positive (leave it out for as many blocks as the fleet's KV cache holds)"));
     }
     engine.fleet.view.max_blocks = *o.router_max_blocks;
   }
   if (o.router_ttl_s) {
-    if (!(*o.router_ttl_s >= 0)) {
+    if (!(*o.router_ttl_s > 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --router-ttl-s: ", *o.router_ttl_s, " is negative"));
+          absl::StrCat("flag --router-ttl-s: ", *o.router_ttl_s,
+                       " must be positive (leave it out for a router that never forgets)"));
     }
     engine.fleet.view.ttl_s = *o.router_ttl_s;
   }
@@ -103,7 +105,7 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
       if (!engine.kv_cache_dtype) {
         return absl::InvalidArgumentError(absl::StrCat("flag --kv-cache-dtype: unknown dtype '",
                                                        *o.kv_cache_dtype,
-                                                       "' (known: auto, bf16, fp16, fp8, fp32)"));
+                                                       "' (known: ", KvDtypeSpellings(), ")"));
       }
     }
   }

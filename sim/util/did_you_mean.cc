@@ -40,7 +40,10 @@ std::vector<std::string> ClosestNames(std::string_view name, const std::vector<s
     if (k == name) continue;  // an exact name is never a typo of itself
     const int distance = EditDistance(name, k);
     const std::string lk = absl::AsciiStrToLower(k);
-    if (distance <= threshold) {
+    if (lower.size() >= 3 && absl::StartsWith(lk, lower)) {
+      // A name cut short ("kimi-k3" for "kimi-k3-like") beats a one-letter typo ("kimi-k2").
+      ranked.emplace_back(0, 0, k);
+    } else if (distance <= threshold) {
       ranked.emplace_back(0, distance, k);
     } else if (lower.size() >= 3 &&
                (absl::StrContains(lk, lower) || absl::StrContains(lower, lk))) {

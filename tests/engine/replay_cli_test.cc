@@ -163,6 +163,29 @@ TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
               100.0 * (j["policies"][1]["prefix_cache"]["hit_rate"].get<double>() -
                        j["policies"][0]["prefix_cache"]["hit_rate"].get<double>()),
               1e-9);
+  // The miss table's requests column says how it counts (a request under each of its causes).
+  const auto one = RunCli("replay --trace " + trace + kModelEngine + " --policy new");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("requests*"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("* requests with any token of the cause"), std::string::npos);
+  // The text names its alignment rows apart and says what each counts under the table.
+  EXPECT_NE(r.output.find("cut to A at lookup (tokens)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("alignment loss (tokens)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cut to A at lookup: every group had it cached"), std::string::npos);
+  EXPECT_NE(r.output.find("unpublished by S: computed"), std::string::npos);
+  EXPECT_NE(r.output.find("lost to alignment: what a cache aligned"), std::string::npos);
+  EXPECT_NE(r.output.find("miss: the first admissions' tokens by cause"), std::string::npos);
+  // The JSON has the miss-cause deltas the text and page show, each the difference of the two.
+  const auto& causes = j["deltas"][0]["miss_tokens_by_cause"];
+  ASSERT_EQ(causes.size(), 8u) << j["deltas"][0].dump();
+  for (const auto& item : causes.items()) {
+    const std::string cause = item.key();
+    auto of = [&](int i) {
+      return j["policies"][i]["miss_causes"]["first_admissions"]["tokens_by_cause"][cause]
+          .get<int64_t>();
+    };
+    EXPECT_EQ(item.value().get<int64_t>(), of(1) - of(0)) << cause;
+  }
   const std::string page = ReadFile(html);
   EXPECT_NE(page.find("<svg"), std::string::npos);
   EXPECT_NE(page.find("</html>"), std::string::npos);

@@ -320,6 +320,28 @@ TEST(KvEventsCliTest, FleetBatchesCarryTheirReplica) {
   for (const auto& [rank, cache] : caches) EXPECT_FALSE(cache.blocks().empty()) << rank;
 }
 
+// A file past --kv-events-warn-size is said once on stderr, with its size and what bounds it; a
+// run below the size says nothing; the file itself is whole either way.
+TEST(KvEventsCliTest, LargeEventFilesAreSaidOnce) {
+  const std::string args =
+      "replay --trace " + kTokens +
+      " --model qwen3-next-80b-a3b --engine h200 --no-progress "
+      "--replicas 2 --router round_robin --kv-events-format jsonl --kv-events ";
+  const std::string small = TempOutputPath("warn_small.jsonl");
+  const auto quiet = RunCli(args + small);
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("--kv-events file has passed"), std::string::npos) << quiet.output;
+  const std::string big = TempOutputPath("warn_big.jsonl");
+  const auto loud = RunCli(args + big + " --kv-events-warn-size 4KiB");
+  ASSERT_EQ(loud.exit_code, 0) << loud.output;
+  const size_t at = loud.output.find("the --kv-events file has passed");
+  ASSERT_NE(at, std::string::npos) << loud.output;
+  EXPECT_EQ(loud.output.find("the --kv-events file has passed", at + 1), std::string::npos)
+      << "said once: " << loud.output;
+  EXPECT_NE(loud.output.find("--kv-events-format msgpack writes it smaller"), std::string::npos);
+  EXPECT_EQ(ReadFile(big), ReadFile(small));
+}
+
 // Replicas stepped on several threads hold their batches until the fleet's thread delivers
 // them in run order (KvEventSink::DeliversInRunOrder): the stream is the one of one thread.
 TEST(KvEventsCliTest, ThreadsLeaveTheEventFileAsItWas) {

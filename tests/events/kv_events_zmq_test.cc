@@ -25,6 +25,7 @@
 namespace prefixsim {
 namespace {
 
+using ::prefixsim::testing::RunCli;
 using ::prefixsim::testing::TempOutputPath;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -65,6 +66,41 @@ TEST(KvEventsZmqTest, EndpointsAreOffsetByReplicaAsVllmOffsetsDpRanks) {
   EXPECT_EQ(*events::OffsetEndpointPort("inproc://cache", 2), "inproc://cache_dp2");
   EXPECT_FALSE(events::OffsetEndpointPort("ipc:///tmp/x", 1).ok());
   EXPECT_FALSE(events::OffsetEndpointPort("tcp://host", 1).ok());
+}
+
+// Every replica's endpoints are checked before any is bound: replica r binds both ports plus r,
+// so 5557 and 5558 collide from two replicas on (replica 1's publisher is replica 0's replay
+// socket); malformed endpoints name the accepted forms.
+TEST(KvEventsZmqTest, EndpointSetsAreCheckedForEveryReplicaBeforeBinding) {
+  auto check = [](std::string pub, std::string replay, int replicas) {
+    return events::CheckPublisherEndpoints({.endpoint = pub, .replay_endpoint = replay}, replicas);
+  };
+  EXPECT_TRUE(check("tcp://*:5557", "tcp://*:5558", 1).ok());
+  const absl::Status collide = check("tcp://*:5557", "tcp://*:5558", 4);
+  ASSERT_FALSE(collide.ok());
+  EXPECT_THAT(std::string(collide.message()),
+              HasSubstr("replica 0's replay_endpoint (tcp://*:5558) is replica 1's endpoint"));
+  EXPECT_TRUE(check("tcp://*:5557", "tcp://*:5561", 4).ok());
+  EXPECT_FALSE(check("tcp://*:5557", "tcp://*:5560", 4).ok());
+  EXPECT_FALSE(check("tcp://*:5557", "tcp://127.0.0.1:5557", 1).ok());  // one port, two binds
+  EXPECT_TRUE(check("inproc://a", "inproc://b", 3).ok());
+  EXPECT_TRUE(check("ipc:///tmp/a", "", 1).ok());
+  EXPECT_THAT(std::string(check("ipc:///tmp/a", "", 2).message()), HasSubstr("one replica"));
+  for (const char* bad :
+       {"tcp://*", "foo", "tcp://*:65536", "tcp://*:0", "tcp://*:x", "inproc://"}) {
+    const absl::Status s = check(bad, "", 1);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("expected tcp://HOST:PORT")) << bad;
+  }
+  EXPECT_THAT(std::string(check("tcp://*:65535", "", 2).message()), HasSubstr("above 65535"));
+  // The command line refuses the README's former fleet example before the replay.
+  const auto r = RunCli(testing::SampleReplayArgs(
+      "sample_chat.jsonl",
+      "--model kimi-k3-like --engine kimi-k3-dspark --kv-events-zmq tcp://127.0.0.1:5557 "
+      "--kv-events-replay tcp://127.0.0.1:5558 --replicas 4",
+      1));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("is replica 1's endpoint"));
 }
 
 TEST(KvEventsZmqTest, SubscriberRebuildsTheCacheAndTheReplaySocketServesARange) {

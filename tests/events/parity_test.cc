@@ -35,19 +35,84 @@ TEST(ParityPromTest, SumsLabelSetsAndStripsTotal) {
       "vllm:num_requests_running 3\n";
   auto m = events::ParsePromText(text, "a.prom");
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_DOUBLE_EQ(m->at("vllm:prefix_cache_queries"), 1500);
-  EXPECT_DOUBLE_EQ(m->at("vllm:prefix_cache_hits"), 250);
-  EXPECT_DOUBLE_EQ(m->at("vllm:num_requests_running"), 3);
+  EXPECT_DOUBLE_EQ(*m->Sum("vllm:prefix_cache_queries"), 1500);
+  EXPECT_DOUBLE_EQ(*m->Sum("vllm:prefix_cache_hits"), 250);
+  EXPECT_DOUBLE_EQ(*m->Sum("vllm:num_requests_running"), 3);
+  EXPECT_FALSE(m->Sum("vllm:absent").has_value());
   auto later = events::ParsePromText(
-      "vllm:prefix_cache_queries_total 2500\nvllm:prefix_cache_hits_total 850\n", "b.prom");
-  ASSERT_TRUE(later.ok());
+      "vllm:prefix_cache_queries_total{model_name=\"m\",engine=\"0\"} 1800\n"
+      "vllm:prefix_cache_queries_total{engine=\"1\",model_name=\"m, \\\"}x\"} 700\n"
+      "vllm:prefix_cache_hits_total{engine=\"0\"} 850\n",
+      "b.prom");
+  ASSERT_TRUE(later.ok()) << later.status();
   auto rate = events::MeasuredFromScrapes(*m, "a.prom", *later, "b.prom");
   ASSERT_TRUE(rate.ok()) << rate.status();
-  EXPECT_DOUBLE_EQ(rate->queries, 1000);
-  EXPECT_DOUBLE_EQ(rate->hits, 600);
+  EXPECT_EQ(rate->queries, 1000);
+  EXPECT_EQ(rate->hits, 600);
   EXPECT_DOUBLE_EQ(rate->rate(), 0.6);
   auto swapped = events::MeasuredFromScrapes(*later, "b.prom", *m, "a.prom");
-  EXPECT_FALSE(swapped.ok());
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_THAT(std::string(swapped.status().message()), HasSubstr("a.prom: line 3: "));
+}
+
+// Counters no single vLLM run can produce are refused, naming the file and the line: the
+// difference they would give means nothing.
+TEST(ParityPromTest, ImpossibleCountersAreRefused) {
+  const std::string before =
+      "vllm:prefix_cache_queries_total{engine=\"0\"} 100\n"
+      "vllm:prefix_cache_hits_total{engine=\"0\"} 40\n";
+  auto measured = [&](const std::string& after) {
+    auto a = events::ParsePromText(before, "before.prom");
+    auto b = events::ParsePromText(after, "after.prom");
+    if (!b.ok()) return absl::StatusOr<events::MeasuredHitRate>(b.status());
+    return events::MeasuredFromScrapes(*a, "before.prom", *b, "after.prom");
+  };
+  const struct {
+    std::string after;
+    std::string message;
+  } cases[] = {
+      {"vllm:prefix_cache_queries_total{engine=\"0\"} NaN\n"
+       "vllm:prefix_cache_hits_total{engine=\"0\"} 50\n",
+       "after.prom: line 1: vllm:prefix_cache_queries{engine=\"0\"} is nan"},
+      {"vllm:prefix_cache_queries_total{engine=\"0\"} +Inf\n"
+       "vllm:prefix_cache_hits_total{engine=\"0\"} 50\n",
+       "after.prom: line 1: vllm:prefix_cache_queries{engine=\"0\"} is inf"},
+      {"vllm:prefix_cache_queries_total{engine=\"0\"} 200\n"
+       "vllm:prefix_cache_hits_total{engine=\"0\"} -Inf\n",
+       "after.prom: line 2: "},
+      {"vllm:prefix_cache_queries_total{engine=\"0\"} 200.5\n"
+       "vllm:prefix_cache_hits_total{engine=\"0\"} 50\n",
+       "a whole number"},
+      {"vllm:prefix_cache_queries_total{engine=\"0\"} 110\n"
+       "vllm:prefix_cache_hits_total{engine=\"0\"} 60\n",
+       "20 prefix-cache hits between the scrapes but only 10 queries"},
+      {"vllm:prefix_cache_queries_total{engine=\"0\"} 100\n"
+       "vllm:prefix_cache_hits_total{engine=\"0\"} 40\n",
+       "did not move between the scrapes"},
+      {"vllm:prefix_cache_queries_total{engine=\"1\"} 300\n"
+       "vllm:prefix_cache_hits_total{engine=\"1\"} 40\n",
+       "after.prom: no series vllm:prefix_cache_queries{engine=\"0\"}, which before.prom has at "
+       "line 1"},
+      {"vllm:prefix_cache_queries_total{engine=\"0\"} 300\n"
+       "vllm:prefix_cache_hits_total{engine=\"0\"} 50\n"
+       "vllm:prefix_cache_queries_total{engine=\"0\"} 300\n",
+       "after.prom: line 3: series vllm:prefix_cache_queries{engine=\"0\"} is given twice (first "
+       "at line 1)"},
+  };
+  for (const auto& c : cases) {
+    auto m = measured(c.after);
+    ASSERT_FALSE(m.ok()) << c.after;
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.message)) << c.after;
+  }
+  // A series new in the second scrape counts from 0 (an engine that had not served yet).
+  auto grown = measured(
+      "vllm:prefix_cache_queries_total{engine=\"0\"} 150\n"
+      "vllm:prefix_cache_hits_total{engine=\"0\"} 40\n"
+      "vllm:prefix_cache_queries_total{engine=\"1\"} 30\n"
+      "vllm:prefix_cache_hits_total{engine=\"1\"} 10\n");
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  EXPECT_EQ(grown->queries, 80);
+  EXPECT_EQ(grown->hits, 10);
 }
 
 TEST(ParityPromTest, MalformedLinesNameFileAndLine) {
@@ -205,6 +270,44 @@ TEST(ParityEventsTest, TheFirstDivergenceIsTheEarliestStepOverReplicas) {
   EXPECT_EQ(d->steps_agreeing, 5);
 }
 
+// Each way a comparison can be meaningless is said, and a comparable pair says nothing.
+TEST(ParityTest, ComparabilityWarningsSayWhatCannotBeCompared) {
+  const std::vector<int64_t> sizes = {16, 16};
+  const std::vector<events::EventBatch> sim = {Batch(0, {Store(0, 1), Store(1, 2)}),
+                                               Batch(1, {Store(0, 3)})};
+  auto says = [](const std::vector<std::string>& warnings, const std::string& what) {
+    for (const std::string& w : warnings) {
+      if (w.find(what) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(events::ComparabilityWarnings(sim, sim, sizes).empty());
+  const auto empty = events::ComparabilityWarnings(sim, {}, sizes);
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_TRUE(says(empty, "holds no batch"));
+  // A replica the simulation does not have, and so a replica count that differs.
+  const auto ranks = events::ComparabilityWarnings(
+      sim, {Batch(0, {Store(0, 1)}), Batch(1, {Store(0, 3)}), Batch(2, {Store(0, 9)})}, sizes);
+  EXPECT_TRUE(says(ranks, "replicas (data_parallel_rank) 2 that the simulation does not"));
+  EXPECT_TRUE(says(ranks, "the vLLM log has 3 replicas and the simulation 2"));
+  // Events without group_idx, and blocks of another size (an old-policy log against new).
+  events::BlockStored bare = Store(0, 1);
+  bare.group_idx.reset();
+  events::BlockStored big = Store(1, 2);
+  big.block_size = 64;
+  const auto shape =
+      events::ComparabilityWarnings(sim, {Batch(0, {bare, big}), Batch(1, {Store(0, 3)})}, sizes);
+  EXPECT_TRUE(says(shape, "1 events of the vLLM log carry no group_idx"));
+  EXPECT_TRUE(says(shape, "group 1's blocks are 64 tokens in the vLLM log (1 stores) and 16"));
+  EXPECT_FALSE(says(shape, "no block hash"));
+  // Hashes from another hash function: equal counts, nothing shared.
+  const auto foreign = events::ComparabilityWarnings(
+      sim, {Batch(0, {Store(0, 101), Store(1, 102)}), Batch(1, {Store(0, 103)})}, sizes);
+  ASSERT_EQ(foreign.size(), 1u);
+  EXPECT_TRUE(says(foreign, "no block hash of the vLLM log (3 stored)"));
+  EXPECT_TRUE(says(foreign, "compare the per-group stored and removed counts"));
+}
+
 const std::string kTokens = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_tokens.jsonl";
 const std::string kSetup =
     " --trace " + kTokens + " --model qwen3-next-80b-a3b --engine h200 --no-progress";
@@ -236,12 +339,17 @@ TEST(ParityCliTest, ReencodedLogAgreesAndAPerturbedOneIsLocated) {
   EXPECT_DOUBLE_EQ(j["measured"]["hit_rate"].get<double>(), 0.4);
   EXPECT_EQ(j["kv_events"]["agreement"].get<double>(), 1.0);
   EXPECT_TRUE(j["kv_events"]["first_divergent_step"].is_null());
+  EXPECT_TRUE(j["kv_events"]["warnings"].empty()) << agree.output;
   EXPECT_GT(j["simulated"]["prefix_cache_queries"].get<int64_t>(), 0);
 
   const std::string page = TempOutputPath("parity.html");
+  const std::string big = TempOutputPath("after_big.prom");
+  std::ofstream(big) << "vllm:prefix_cache_queries_total{engine=\"0\"} 2721380\n"
+                        "vllm:prefix_cache_hits_total{engine=\"0\"} 1930760\n";
   const auto bent_run = RunCli("parity" + kSetup + " --vllm-kv-events " + bent +
-                               " --vllm-metrics " + before + " " + after + " --html " + page);
+                               " --vllm-metrics " + before + " " + big + " --html " + page);
   ASSERT_EQ(bent_run.exit_code, 0) << bent_run.output;
+  EXPECT_THAT(bent_run.output, HasSubstr("(1930750 of 2721280)"));  // exact counts, not 1.9e+06
   const std::string group = std::string(absl::StripAsciiWhitespace(perturbed.output));
   EXPECT_THAT(bent_run.output,
               HasSubstr("first divergence: step 5, replica 0, group " + group + "\n"));
@@ -250,7 +358,7 @@ TEST(ParityCliTest, ReencodedLogAgreesAndAPerturbedOneIsLocated) {
   const std::string html = testing::ReadFile(page);
   EXPECT_THAT(html, HasSubstr(". Parity with the measured run</h2>"));
   EXPECT_THAT(
-      html, HasSubstr("<tr data-side=\"measured\"><td>measured (vLLM's counters)</td><td>40.00%"));
+      html, HasSubstr("<tr data-side=\"measured\"><td>measured (vLLM's counters)</td><td>70.95%"));
   EXPECT_THAT(html, HasSubstr("First divergence: step 5, replica 0, group " + group + "."));
   EXPECT_THAT(html, HasSubstr("data-chart=\"parity-agreement\""));
   EXPECT_THAT(html, HasSubstr("data-replica=\"0\" data-group=\"" + group + "\""));
@@ -275,6 +383,17 @@ TEST(ParityCliTest, ReencodedLogAgreesAndAPerturbedOneIsLocated) {
   EXPECT_EQ(alone.exit_code, 2) << alone.output;
   EXPECT_THAT(alone.output, HasSubstr("give --vllm-metrics BEFORE.prom AFTER.prom, "
                                       "--vllm-kv-events FILE or both"));
+
+  // An empty log and a log of another replica count are compared, and said to mean little.
+  const std::string empty = TempOutputPath("empty.msgpack");
+  std::ofstream(empty, std::ios::binary).flush();
+  const auto nothing = RunCli("parity" + kSetup + " --vllm-kv-events " + empty);
+  EXPECT_EQ(nothing.exit_code, 0) << nothing.output;
+  EXPECT_THAT(nothing.output, HasSubstr("CANNOT COMPARE: the vLLM log holds no batch"));
+  const auto two = RunCli("parity" + kSetup + " --vllm-kv-events " + same + " --replicas 2");
+  EXPECT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_THAT(two.output, HasSubstr("CANNOT COMPARE: the vLLM log has 1 replicas and the "
+                                    "simulation 2"));
 }
 
 }  // namespace

@@ -189,8 +189,9 @@ TEST(FleetCliTest, BadFleetInputExitsTwoNamingTheFlagOrField) {
       {"zero_replicas", "--replicas 0", "", "flag --replicas"},
       {"word_replicas", "--replicas many", "", "flag --replicas"},
       {"unknown_router", "--router nope", "", "flag --router: unknown router 'nope'"},
-      {"negative_weight", "--router kv_aware --overlap-weight -1", "", "flag --overlap-weight"},
-      {"zero_slo", "--replicas auto --ttft-slo-ms 0", "", "flag --ttft-slo-ms"},
+      {"negative_weight", "--router kv_aware --overlap-weight -1", "",
+       "--overlap-weight: '-1' is not 0 or more"},
+      {"zero_slo", "--replicas auto --ttft-slo-ms 0", "", "--ttft-slo-ms: '0' is not positive"},
       {"negative_threads", "--replicas 2 --threads -1", "",
        "--threads: '-1' is not a thread count"},
       {"json_replicas", "", R"({"kv_cache_bytes": 1073741824, "replicas": 0})", "field 'replicas'"},
@@ -213,6 +214,54 @@ TEST(FleetCliTest, BadFleetInputExitsTwoNamingTheFlagOrField) {
     if (!c.engine_json.empty()) {
       EXPECT_NE(r.output.find(engine), std::string::npos) << r.output;
     }
+  }
+}
+
+// The approximate view's bounds: 0 would read as "unset" (as many blocks as the fleet holds,
+// never forget), so it is refused, from the flags and from the engine JSON, saying what leaving
+// it out means.
+TEST(FleetCliTest, ZeroRouterBoundsAreRefusedNotReadAsUnbounded) {
+  const std::string base = "replay --trace " + kChat + kKimi +
+                           " --policy new --replicas 2 --router kv_aware --router-view approximate";
+  auto blocks = RunCli(base + " --router-max-blocks 0");
+  EXPECT_EQ(blocks.exit_code, 2) << blocks.output;
+  EXPECT_NE(blocks.output.find("--router-max-blocks: 0 must be positive (leave it out for"),
+            std::string::npos)
+      << blocks.output;
+  auto ttl = RunCli(base + " --router-ttl-s 0");
+  EXPECT_EQ(ttl.exit_code, 2) << ttl.output;
+  EXPECT_NE(ttl.output.find("--router-ttl-s: 0 must be positive (leave it out for a router that "
+                            "never forgets)"),
+            std::string::npos)
+      << ttl.output;
+  for (const char* field : {"max_blocks", "ttl_s"}) {
+    const std::string engine = Temp(std::string("zero_") + field + ".json");
+    auto doc = nlohmann::json::parse(
+        ReadFile(std::string(PREFIXSIM_SOURCE_DIR) + "/configs/engines/kimi-k3-dspark.json"));
+    doc["router"] = {{"view", "approximate"}, {field, 0}};
+    std::ofstream(engine) << doc.dump();
+    auto r = RunCli("replay --trace " + kChat +
+                    " --model kimi-k3-like --no-progress --no-wall-time --policy new "
+                    "--replicas 2 --router kv_aware --engine " +
+                    engine);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("field 'router.") + field + "': must be in ["),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_EQ(RunCli(base + " --router-max-blocks 500 --router-ttl-s 30").exit_code, 0);
+}
+
+// "nan" is not a number, whichever fleet flag it is given to (not "negative").
+TEST(FleetCliTest, NanIsNotANumber) {
+  const std::string base = "replay --trace " + kChat + kKimi + " --policy new --replicas 2";
+  for (const char* flag :
+       {"--overlap-weight", "--ttft-slo-ms", "--kv-event-delay-ms", "--kv-event-loss"}) {
+    auto r = RunCli(base + " " + flag + " nan");
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find("'nan' is not a number"), std::string::npos)
+        << flag << ": " << r.output;
+    EXPECT_EQ(r.output.find("negative"), std::string::npos) << flag << ": " << r.output;
   }
 }
 

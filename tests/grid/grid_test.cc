@@ -281,6 +281,36 @@ TEST_F(GridTest, ShardsMergeToTheUnshardedRunByteForByte) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
 }
 
+// A point whose replay fell behind the trace says so where the sweep reports it done, and the
+// final line counts them, as results.json's overloaded column does.
+TEST_F(GridTest, OverloadedPointsAreMarkedAsTheyFinishAndCounted) {
+  const fs::path out = dir_ / "overloaded";
+  const auto r =
+      RunCli("sweep --grid " + kSmallGrid + " --out " + out.string() + " --no-wall-time --jobs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto results = nlohmann::json::parse(ReadFile(out / "results.json"));
+  int overloaded = 0, rows = 0;
+  for (const auto& row : results["rows"]) {
+    ++rows;
+    if (row["metrics"].value("overloaded", false)) ++overloaded;
+  }
+  ASSERT_EQ(rows, 6) << results.dump();
+  ASSERT_GT(overloaded, 0) << "the small grid has overloaded points; this test needs one";
+  std::istringstream lines(r.output);
+  int marked = 0, done = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(") done") == std::string::npos) continue;
+    ++done;
+    if (line.find(") done: OVERLOADED") != std::string::npos) ++marked;
+  }
+  EXPECT_EQ(done, 6) << r.output;
+  EXPECT_EQ(marked, overloaded) << r.output;
+  EXPECT_NE(r.output.find("6 in the grid; " + std::to_string(overloaded) +
+                          " of the points run OVERLOADED"),
+            std::string::npos)
+      << r.output;
+}
+
 // Starts `prefixsim sweep` in a child, kills it once a point is written, and resumes.
 TEST_F(GridTest, ResumeAfterKillLosesNoPointAndRunsNoneTwice) {
   const fs::path ref = dir_ / "ref";

@@ -405,25 +405,33 @@ TEST(MissAttributionTest, ArrivalSightingAsksEveryReplicasRecord) {
   const Request arrival = Literal(9, Iota(70));
   std::vector<kv::HashPair> scratch;
   // Replica 5 computed the most (15 blocks); of those that computed block 5, where the chosen
-  // replica's record ends, 66 and 68 still hold 10 blocks: the lowest index is named.
+  // replica's record ends, 66 and 68 still hold 10 blocks.
   kv::ArrivalSighting s = kv::SightAtArrival(caches, 3, arrival, &scratch);
   EXPECT_EQ(s.fleet_known_tokens, 60);
   EXPECT_EQ(s.elsewhere_tokens, 40);
+  // The replica named is the best other one by the fleet's own lookups (the router's exact
+  // view), the lowest index on a tie; the chosen one is never named.
+  std::vector<int64_t> hits(caches.size(), 0);
+  hits[3] = 20;
+  hits[66] = hits[68] = 40;
+  kv::SetRoutableHits(hits, 3, &s);
+  EXPECT_EQ(s.routable_tokens, 40);
   EXPECT_EQ(s.elsewhere_replica, 66);
+  kv::SetRoutableHits(hits, 66, &s);
+  EXPECT_EQ(s.routable_tokens, 40);
+  EXPECT_EQ(s.elsewhere_replica, 68);
   // Chosen 66: only replica 5 computed more, and holds none of it.
   s = kv::SightAtArrival(caches, 66, arrival, &scratch);
   EXPECT_EQ(s.fleet_known_tokens, 60);
   EXPECT_EQ(s.elsewhere_tokens, 0);
-  EXPECT_EQ(s.elsewhere_replica, -1);
   // Chosen 5: nobody computed more than it did.
   s = kv::SightAtArrival(caches, 5, arrival, &scratch);
   EXPECT_EQ(s.fleet_known_tokens, 60);
-  EXPECT_EQ(s.elsewhere_replica, -1);
+  EXPECT_EQ(s.elsewhere_tokens, 0);
   // A replica that computed nothing sees the others' record all the same.
   s = kv::SightAtArrival(caches, 0, arrival, &scratch);
   EXPECT_EQ(s.fleet_known_tokens, 60);
   EXPECT_EQ(s.elsewhere_tokens, 40);
-  EXPECT_EQ(s.elsewhere_replica, 66);
 }
 
 }  // namespace

@@ -345,6 +345,14 @@ TEST(PlannerTest, NoCommonKernelBlockIsAnError) {
   auto plan = ResolveKvPlan(Preset("llama-3.1-8b-layout"), engine, "new");
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("no common block size"), absl::string_view::npos);
+  // The error says which group's block it is, where it came from and what the backend runs.
+  const std::string message(plan.status().message());
+  EXPECT_NE(message.find("the full_attention layers' block of 24 tokens (policy new with primary "
+                         "block size 24)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("FLASHINFER runs kernel blocks of 16, 32, 64"), std::string::npos)
+      << message;
 }
 
 TEST(PlannerTest, SharedSkipQuantPageIsTheSwaBudget) {

@@ -137,6 +137,20 @@ TEST(ResolveCliTest, KvCacheDtypeFlagReachesHuggingFaceImport) {
       prefixsim::testing::RunCli("resolve -m " + config + " -e llama-3.1-8b --kv-cache-dtype int2");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_THAT(bad.output, ::testing::HasSubstr("--kv-cache-dtype"));
+  // A pool too small for one block besides the null block is an error, not a plan of 0 blocks.
+  auto tiny = prefixsim::testing::RunCli("resolve -m " + config +
+                                         " -e llama-3.1-8b --kv-cache-bytes 64KiB");
+  EXPECT_EQ(tiny.exit_code, 2) << tiny.output;
+  EXPECT_THAT(tiny.output, ::testing::HasSubstr("kv_cache_bytes 65536 holds 0 blocks of"));
+  EXPECT_THAT(tiny.output, ::testing::Not(::testing::HasSubstr("num_blocks = 0")));
+  // The error lists every accepted spelling, vLLM's long ones included, and each is accepted.
+  EXPECT_THAT(bad.output, ::testing::HasSubstr("fp8_e4m3"));
+  EXPECT_THAT(bad.output, ::testing::HasSubstr("bfloat16"));
+  for (const char* spelling : {"fp8_e4m3", "fp8_e5m2", "bfloat16", "half", "float32"}) {
+    auto ok = prefixsim::testing::RunCli("resolve -m " + config +
+                                         " -e llama-3.1-8b --kv-cache-dtype " + spelling);
+    EXPECT_EQ(ok.exit_code, 0) << spelling << ": " << ok.output;
+  }
 }
 
 }  // namespace

@@ -245,6 +245,10 @@ TEST(FleetReportTest, CompareTextListsTheSizesTriedUnderAuto) {
     const std::string section = text.substr(at, next == std::string::npos ? next : next - at);
     EXPECT_NE(section.find("--replicas auto"), std::string::npos) << section;
     EXPECT_NE(section.find(tried), std::string::npos) << tried << "\n" << section;
+    // Every mark a probe can get is in the legend.
+    for (const char* mark : {"+ keeps up", "~ overloaded", "! thrashed", "- too slow"}) {
+      EXPECT_NE(section.find(mark), std::string::npos) << mark << "\n" << section;
+    }
   }
   EXPECT_EQ(FleetRowsByPolicy(text).at("new").size(),
             static_cast<size_t>(results[1].fleet->replicas));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,38 +29,14 @@ struct CsvRow {
 
 // The per-request CSV, by column name (docs/design.md §4.5).
 std::vector<CsvRow> ReadRequestsCsv(const std::string& text) {
-  std::istringstream in(text);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> header;
-  {
-    std::istringstream h(line);
-    std::string cell;
-    while (std::getline(h, cell, ',')) header.push_back(cell);
-  }
-  auto column = [&](const std::string& name) {
-    for (size_t i = 0; i < header.size(); ++i) {
-      if (header[i] == name) return static_cast<int>(i);
-    }
-    ADD_FAILURE() << "no column " << name << " in " << line;
-    return 0;
-  };
-  const int prompt = column("prompt_tokens"), output = column("output_tokens"),
-            preemptions = column("preemptions"), skipped = column("skipped"),
-            readmission_hits = column("readmission_hit_tokens");
   std::vector<CsvRow> rows;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::istringstream l(line);
-    std::string cell;
-    while (std::getline(l, cell, ',')) cells.push_back(cell);
-    if (cells.size() < header.size()) cells.resize(header.size());
+  for (const auto& cells : ::prefixsim::testing::ReadCsvRows(text)) {
     CsvRow row;
-    row.prompt_tokens = std::stoll(cells[prompt]);
-    row.output_tokens = std::stoll(cells[output]);
-    row.preemptions = std::stoll(cells[preemptions]);
-    row.readmission_hit_tokens = std::stoll(cells[readmission_hits]);
-    row.skipped = cells[skipped];
+    row.prompt_tokens = std::stoll(cells.at("prompt_tokens"));
+    row.output_tokens = std::stoll(cells.at("output_tokens"));
+    row.preemptions = std::stoll(cells.at("preemptions"));
+    row.readmission_hit_tokens = std::stoll(cells.at("readmission_hit_tokens"));
+    row.skipped = cells.at("skipped");
     rows.push_back(row);
   }
   return rows;
@@ -121,6 +98,73 @@ TEST(PreemptedReportTest, JsonPreemptedFiguresMatchTheRequestsCsv) {
   EXPECT_DOUBLE_EQ(pc.at("hit_rate").get<double>(),
                    static_cast<double>(pc.at("hits").get<int64_t>()) /
                        static_cast<double>(pc.at("queries").get<int64_t>()));
+}
+
+// Thrashing runs (pools too small for the agentic sample: some requests are admitted, preempted,
+// then dropped as does_not_fit): the CSV's rows that were looked up add up to the JSON's first
+// admissions, hits and every miss cause, whatever became of the request afterwards.
+TEST(PreemptedReportTest, CsvFirstAdmissionsAddUpToTheJsonOnThrashingRuns) {
+  const std::string src = PREFIXSIM_SOURCE_DIR;
+  struct Case {
+    std::string model, engine;
+    int blocks;
+  };
+  for (const Case& c :
+       {Case{"llama-3.1-8b", "llama-3.1-8b", 1000}, Case{"kimi-k3-like", "kimi-k3-dspark", 250}}) {
+    SCOPED_TRACE(c.model);
+    const std::string base = ::prefixsim::testing::TempOutputPath("thrashing");
+    const auto r = RunCli("replay --trace " + src + "/traces/sample_agentic.jsonl --model " +
+                          c.model + " --engine " + c.engine + " --policy new --num-gpu-blocks " +
+                          std::to_string(c.blocks) + " --no-progress --json " + base +
+                          ".json --csv " + base + ".csv");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(ReadFile(base + ".json"));
+    const auto rows = ::prefixsim::testing::ReadCsvRows(ReadFile(base + ".csv"));
+    const nlohmann::json& first = j.at("miss_causes").at("first_admissions");
+    int64_t admitted = 0, dropped_after_admission = 0, queries = 0, hits = 0;
+    std::map<std::string, int64_t> by_cause;
+    for (const auto& row : rows) {
+      if (row.at("miss_cause").empty()) {
+        // Never looked up: no cause, and no number that reads as one.
+        EXPECT_EQ(row.at("evicted_tokens"), "") << row.at("id");
+        continue;
+      }
+      admitted += 1;
+      if (row.at("skipped") == "does_not_fit") dropped_after_admission += 1;
+      queries += std::stoll(row.at("prompt_tokens"));
+      hits += std::stoll(row.at("hit_tokens"));
+      for (const auto& [cause, tokens] : first.at("tokens_by_cause").items()) {
+        if (cause != "hit") by_cause[cause] += std::stoll(row.at(cause + "_tokens"));
+      }
+    }
+    ASSERT_GT(dropped_after_admission, 0) << "the run must drop admitted requests";
+    const nlohmann::json& pc = j.at("prefix_cache");
+    EXPECT_EQ(pc.at("requests").get<int64_t>(), admitted);
+    EXPECT_EQ(pc.at("queries").get<int64_t>(), queries);
+    EXPECT_EQ(pc.at("hits").get<int64_t>(), hits);
+    for (const auto& [cause, tokens] : first.at("tokens_by_cause").items()) {
+      if (cause != "hit") EXPECT_EQ(by_cause[cause], tokens.get<int64_t>()) << cause;
+    }
+  }
+}
+
+// Without miss attribution the CSV's cause columns are empty, not zeros.
+TEST(PreemptedReportTest, CauseColumnsAreEmptyWithoutMissAttribution) {
+  const std::string src = PREFIXSIM_SOURCE_DIR;
+  const std::string base = ::prefixsim::testing::TempOutputPath("no_causes");
+  const auto r = RunCli("replay --trace " + src +
+                        "/traces/sample_chat.jsonl --model llama-3.1-8b-layout --engine "
+                        "llama-3.1-8b --policy new --no-miss-causes --no-progress --csv " +
+                        base + ".csv");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = ::prefixsim::testing::ReadCsvRows(ReadFile(base + ".csv"));
+  ASSERT_FALSE(rows.empty());
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("miss_cause"), "");
+    EXPECT_EQ(row.at("evicted_tokens"), "");
+    EXPECT_EQ(row.at("compulsory_tokens"), "");
+    EXPECT_NE(row.at("hit_tokens"), "");
+  }
 }
 
 }  // namespace

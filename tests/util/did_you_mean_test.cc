@@ -34,6 +34,10 @@ TEST(DidYouMeanTest, ClosestFirstAndOnlyCloseOnes) {
   const std::vector<std::string> qwen = ClosestNames("qwen3", presets);
   EXPECT_EQ(qwen, (std::vector<std::string>{"qwen3-8b"}));
   EXPECT_LE(ClosestNames("llama", presets, 2).size(), 2u);
+  // A name cut short comes before a near typo of another name.
+  const std::vector<std::string> kimi =
+      ClosestNames("kimi-k3", {"kimi-k2", "kimi-k3-like", "llama-3.1-8b"});
+  EXPECT_EQ(kimi, (std::vector<std::string>{"kimi-k3-like", "kimi-k2"}));
 }
 
 TEST(DidYouMeanTest, Sentence) {
