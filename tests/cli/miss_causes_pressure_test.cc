@@ -70,9 +70,9 @@ TEST(MissAttributionTest, ElsewhereIsWhatARouterCouldHaveRecovered) {
                                   "kimi-k3-like --engine kimi-k3-dspark --policy old"}) {
     SCOPED_TRACE(model);
     const std::string csv = TempOutputPath("elsewhere.csv");
-    const Json report = Replay("elsewhere", "--trace " + kSrc +
-                                                "/traces/sample_shared_doc.jsonl --model " + model +
-                                                " --replicas 4 --router round_robin --num-gpu-blocks 100000 --csv " + csv);
+    const Json report = Replay(
+        "elsewhere", "--trace " + kSrc + "/traces/sample_shared_doc.jsonl --model " + model +
+                         " --replicas 4 --router round_robin --num-gpu-blocks 100000 --csv " + csv);
     ASSERT_EQ(report["evicted_blocks"].get<int64_t>(), 0) << "the pool must not evict";
     int64_t elsewhere = 0, regret = 0;
     for (const auto& row : ReadCsvRows(ReadFile(csv))) {
@@ -86,8 +86,9 @@ TEST(MissAttributionTest, ElsewhereIsWhatARouterCouldHaveRecovered) {
     }
     EXPECT_GT(elsewhere, 0) << "round robin must miss prefixes other replicas hold";
     EXPECT_LE(elsewhere, regret);
-    EXPECT_LE(report["miss_causes"]["first_admissions"]["tokens_by_cause"]["elsewhere"].get<int64_t>(),
-              report["fleet"]["routing_regret_tokens"].get<int64_t>());
+    EXPECT_LE(
+        report["miss_causes"]["first_admissions"]["tokens_by_cause"]["elsewhere"].get<int64_t>(),
+        report["fleet"]["routing_regret_tokens"].get<int64_t>());
   }
 }
 
