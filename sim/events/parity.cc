@@ -363,7 +363,7 @@ std::vector<std::string> ComparabilityWarnings(const std::vector<EventBatch>& si
                                                const std::vector<int64_t>& group_block_sizes) {
   std::vector<std::string> out;
   if (measured.empty()) {
-    out.push_back("the vLLM log holds no batch: nothing was compared");
+    out.emplace_back("the vLLM log holds no batch: nothing was compared");
     return out;
   }
   std::set<int64_t> sim_ranks, measured_ranks;

@@ -64,6 +64,10 @@ void BlockPool::PushFront(BlockId b) {
 }
 
 void BlockPool::Evict(BlockId b) {
+  if (ever_cached_ != nullptr) {
+    const Meta& m = meta_[b];
+    ever_cached_->Add(m.hash.hash ^ GroupSalt(m.group), Tag(m.group, m.hash));
+  }
   RemoveFromIndex(b);
   ++evictions_;
   eviction_horizon_ = std::max(eviction_horizon_, meta_[b].free_stamp);
@@ -173,7 +177,6 @@ bool BlockPool::Cache(BlockId b, int group, const HashPair& h) {
   meta_[b].group = group;
   ++num_cached_;
   if (listener_ != nullptr) listener_->OnBlockStored(key, Tag(group, h), group);
-  if (ever_cached_ != nullptr) ever_cached_->Add(key, Tag(group, h));
   if (event_sink_ != nullptr) event_sink_->OnBlockStored(group, h);
   return true;
 }

@@ -77,6 +77,11 @@ class HitIndex {
  public:
   HitIndex(const PrefixIndex* index, int64_t* collisions)
       : index_(index), collisions_(collisions) {}
+  // `index`, then `fallback` and `fallback2` for the keys it has no entry for (the pool's index
+  // and miss attribution's record of what it evicted, ever_cached_index.h).
+  HitIndex(const PrefixIndex* index, const PrefixIndex* fallback, const PrefixIndex* fallback2,
+           int64_t* collisions)
+      : index_(index), fallback_(fallback), fallback2_(fallback2), collisions_(collisions) {}
   // The fleet's index read for one replica: an entry's value is a row of `replica_rows` (value
   // 1 + row, each row a bitset of the replicas holding the key), and a key counts as cached only
   // where `replica`'s bit is set.
@@ -89,7 +94,12 @@ class HitIndex {
         bit_(uint64_t{1} << (replica % 64)) {}
 
   BlockId Lookup(int group, const HashPair& h) const {
-    const PrefixIndex::Slot* slot = index_->Find(h.hash ^ GroupSalt(group));
+    const uint64_t key = h.hash ^ GroupSalt(group);
+    const PrefixIndex::Slot* slot = index_->Find(key);
+    if (slot == nullptr && fallback_ != nullptr) {
+      slot = fallback_->Find(key);
+      if (slot == nullptr) slot = fallback2_->Find(key);
+    }
     if (slot == nullptr) return kNoBlock;
     // The slot carries the verifier, so a hit reads one slot only. Equal key and tag mean equal
     // (hash, group) and 32 more bits of the check value.
@@ -108,6 +118,8 @@ class HitIndex {
 
  private:
   const PrefixIndex* index_;
+  const PrefixIndex* fallback_ = nullptr;
+  const PrefixIndex* fallback2_ = nullptr;
   int64_t* collisions_;
   const uint64_t* rows_ = nullptr;  // the replica's word of row 0
   size_t words_per_row_ = 0;
@@ -135,11 +147,14 @@ class BlockPool {
   // vLLM's KV events, kv_event_sink.h). Null: none. Not owned.
   void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
 
-  // `record` is told every key published (miss attribution's record of what was ever cached,
+  // `record` is told every key evicted (miss attribution's record of what was ever cached,
   // ever_cached_index.h). Null: none. Not owned.
   void set_ever_cached(EverCachedIndex* record) { ever_cached_ = record; }
-  // Whether some block is cached under `key` (hash ^ group salt).
-  bool HasKey(uint64_t key) const { return index_.Find(key) != nullptr; }
+  // The pool's index, then `fallback` and `fallback2` for the keys it has no entry for.
+  HitIndex hit_index_with(const PrefixIndex* fallback, const PrefixIndex* fallback2,
+                          int64_t* collisions) const {
+    return HitIndex(&index_, fallback, fallback2, collisions);
+  }
   KvEventSink* event_sink() const { return event_sink_; }
 
   // A cache hit takes a reference: a free block leaves the free queue.

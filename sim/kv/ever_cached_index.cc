@@ -5,44 +5,30 @@
 
 namespace prefixsim::kv {
 
-// The table starts small and doubles at half full (PrefixIndex::Grow), so memory follows the
-// keys kept: at most the current generation's, the two before it and those the pool still
-// caches.
+// The tables start small and double at half full (PrefixIndex::Grow), so memory follows the keys
+// kept.
 EverCachedIndex::EverCachedIndex(const BlockPool* pool, int64_t generation_keys)
-    : pool_(pool), generation_keys_(std::max<int64_t>(1024, generation_keys)), index_(1024) {}
+    : pool_(pool),
+      generation_keys_(std::max<int64_t>(1024, generation_keys)),
+      current_(1024),
+      previous_(1024) {}
 
 void EverCachedIndex::Add(uint64_t key, uint32_t tag) {
-  PrefixIndex::Slot* slot = index_.FindOrEmpty(key);
+  PrefixIndex::Slot* slot = current_.FindOrEmpty(key);
   if (slot->block > 0) {
-    slot->block = generation_;
-    slot->tag = tag;  // a new content under an old key: the newest is what a lookup would find
+    slot->tag = tag;  // a new content under an old key: the newest is what was cached last
     return;
   }
-  if ((index_.size() + 2) * 2 >= index_.capacity()) {
-    index_.Grow();
-    slot = index_.FindOrEmpty(key);
+  if (static_cast<int64_t>(current_.size()) >= generation_keys_) {
+    forgotten_ += static_cast<int64_t>(previous_.size());
+    previous_ = std::move(current_);
+    current_ = PrefixIndex(1024);
+    slot = current_.FindOrEmpty(key);
+  } else if ((current_.size() + 2) * 2 >= current_.capacity()) {
+    current_.Grow();
+    slot = current_.FindOrEmpty(key);
   }
-  index_.InsertAt(slot, key, generation_, tag);
-  if (++added_this_generation_ >= generation_keys_) Age();
-}
-
-void EverCachedIndex::Age() {
-  // Re-inserting the survivors into a fresh table drops the others without tombstones; once per
-  // generation, so O(1) per key added.
-  auto kept = [&](const PrefixIndex::Slot& s) {
-    return s.block > 0 && (s.block >= generation_ - 1 || pool_->HasKey(s.key));
-  };
-  int64_t survivors = 0;
-  for (size_t i = 0; i < index_.capacity(); ++i) survivors += kept(index_.at(i)) ? 1 : 0;
-  PrefixIndex next(std::max<int64_t>(1024, survivors));
-  for (size_t i = 0; i < index_.capacity(); ++i) {
-    const PrefixIndex::Slot& s = index_.at(i);
-    if (kept(s)) next.Insert(s.key, s.block, s.tag);
-  }
-  forgotten_ += static_cast<int64_t>(index_.size()) - survivors;
-  index_ = std::move(next);
-  ++generation_;
-  added_this_generation_ = 0;
+  current_.InsertAt(slot, key, 1, tag);
 }
 
 }  // namespace prefixsim::kv

@@ -145,12 +145,7 @@ PrefixHit KvCacheState::GetComputedBlocks(KvRequestHandle h) {
     }
   }
   if (attributor_) {
-    // The same lookup on what every group ever cached: the prefix the plan checkpointed, which
-    // a cache that never evicted would serve (what lies beyond it was never cached).
-    const int64_t checkpointed = coord_.FindLongestCacheHit(
-        ever_cached_->hit_index(), fine, nf, max_hit, coord_.hash_block_size(), lookup_scratch());
-    attributor_->OnLookup(h.slot, result.hit_tokens + result.alignment_loss_tokens, shadow_alive,
-                          checkpointed);
+    attributor_->OnLookup(h.slot, result.hit_tokens + result.alignment_loss_tokens, shadow_alive);
   }
   st.has_pending = result.hit_tokens > 0;
   st.pending_hit = result.hit_tokens;
@@ -159,6 +154,17 @@ PrefixHit KvCacheState::GetComputedBlocks(KvRequestHandle h) {
   }
   if (options_.check_invariants) CheckInvariants();
   return result;
+}
+
+// The same lookup on what every group ever cached: the prefix the plan checkpointed, which a
+// cache that never evicted would serve (what lies beyond it was never cached).
+int64_t KvCacheState::CheckpointedHit(const RequestState& st) {
+  PREFIXSIM_CHECK(ever_cached_ != nullptr);
+  const int64_t max_hit = st.num_tokens - 1;
+  if (max_hit <= 0) return 0;
+  return coord_.FindLongestCacheHit(ever_cached_->hit_index(), st.hashes.data(),
+                                    static_cast<int64_t>(st.hashes.size()), max_hit,
+                                    coord_.hash_block_size(), lookup_scratch());
 }
 
 // The token counts of an AllocateSlots call (docs/semantics.md §10.1).

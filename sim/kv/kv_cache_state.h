@@ -63,6 +63,8 @@ class KvCacheState {
   const KvCacheCoordinator& coordinator() const { return coord_; }
   // Block lists, one per group, for lookups that read only the hit.
   std::vector<BlockId>* lookup_scratch() { return lookup_scratch_.data(); }
+  // With miss attribution: the request's lookup at H on what every group ever cached.
+  int64_t CheckpointedHit(const RequestState& st);
   const RequestTable& requests() const { return requests_; }
   KvCacheCounters& counters() { return counters_; }
   void set_fast_path(bool on) { fast_path_ = on; }

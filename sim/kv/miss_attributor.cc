@@ -13,12 +13,10 @@ namespace prefixsim::kv {
 
 void MissAttributor::OnAdded(uint32_t slot) { At(slot) = Record{}; }
 
-void MissAttributor::OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive,
-                              int64_t checkpointed) {
+void MissAttributor::OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive) {
   Record& r = At(slot);
   r.fine_hit = fine_hit;
   r.shadow_alive = shadow_alive;
-  r.checkpointed = checkpointed;
 }
 
 void MissAttributor::OnAdmitted(uint32_t slot, const HashPair* fine, int64_t num_fine,
@@ -58,7 +56,8 @@ void MissAttributor::LeaveInFlight(uint64_t hash) {
 
 MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, int64_t num_fine,
                                           int64_t num_tokens, const PrefixHit& hit,
-                                          const ArrivalSighting& sighting) const {
+                                          const ArrivalSighting& sighting,
+                                          absl::FunctionRef<int64_t()> checkpointed_hit) const {
   const Record& r = At(slot);
   const int64_t unit = shadow_->unit();
   const int64_t drop = shadow_->drop_eagle() ? unit : 0;
@@ -86,7 +85,9 @@ MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, i
   t.hit = hit.hit_tokens;
   t.fine_hit = std::max(t.hit, std::min(r.fine_hit, cap));
   t.published = std::max(t.fine_hit, usable(published * unit));
-  t.checkpointed = std::clamp(std::min(r.checkpointed, cap), t.fine_hit, t.published);
+  t.checkpointed = t.published > t.fine_hit
+                       ? std::clamp(std::min(checkpointed_hit(), cap), t.fine_hit, t.published)
+                       : t.fine_hit;
   t.shadow_hit = std::max(t.published, std::min(shadow_->HitTokens(alive), cap));
   t.in_flight = std::max(t.shadow_hit, usable(pending * unit));
   t.computed_here = std::max(t.in_flight, usable(computed_here * unit));
@@ -188,7 +189,7 @@ MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
   const RequestState& st = state.requests()[request];
   return state.attributor()->Attribute(request.slot, st.hashes.data(),
                                        static_cast<int64_t>(st.hashes.size()), st.num_tokens, hit,
-                                       sighting);
+                                       sighting, [&] { return state.CheckpointedHit(st); });
 }
 
 }  // namespace prefixsim::kv

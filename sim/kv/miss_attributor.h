@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/miss_causes.h"
@@ -32,8 +33,7 @@ class MissAttributor {
   void OnAdded(uint32_t slot);
   // Its admission lookup: the hit at H (hit + alignment loss) and the leading U-blocks alive in
   // the shadow. The lookup writes the group that cut its first pass to *limiting_group(slot).
-  // `checkpointed`: the same lookup at H on what every group ever cached (ever_cached_index.h).
-  void OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive, int64_t checkpointed);
+  void OnLookup(uint32_t slot, int64_t fine_hit, int64_t shadow_alive);
   int* limiting_group(uint32_t slot) { return &At(slot).limiting_group; }
   // At admission: the prompt's full U-blocks from `held` on are in flight until the request
   // computes them or frees its blocks. `fine` covers the prompt's U-blocks as far as it has hashes.
@@ -45,9 +45,13 @@ class MissAttributor {
   void OnFreed(uint32_t slot, const HashPair* fine);
 
   // The causes of the admission whose lookup returned `hit` (miss_attribution.h AttributeMiss).
+  // `checkpointed_hit` is the same lookup at H on what every group ever cached
+  // (ever_cached_index.h); it is a whole lookup, so it is asked only when a published prefix was
+  // missed.
   MissAttribution Attribute(uint32_t slot, const HashPair* fine, int64_t num_fine,
                             int64_t num_tokens, const PrefixHit& hit,
-                            const ArrivalSighting& sighting) const;
+                            const ArrivalSighting& sighting,
+                            absl::FunctionRef<int64_t()> checkpointed_hit) const;
 
  private:
   // What attribution keeps per request: the U-blocks [in_flight_from, in_flight_to) it counted in
@@ -57,7 +61,6 @@ class MissAttributor {
     int64_t in_flight_to = 0;
     int64_t fine_hit = 0;      // the lookup at H (hit + alignment loss)
     int64_t shadow_alive = 0;  // leading U-blocks alive in the shadow
-    int64_t checkpointed = 0;  // the lookup at H on what every group ever cached
     int limiting_group = 0;    // FindLongestCacheHit's limiting_group
   };
   // Prefix lengths in tokens at which the oracles' answers end, each at least the one before it

@@ -407,7 +407,7 @@ absl::Status GroupLayers(const PlanInputs& in, int64_t block_size, std::vector<L
     }
   }
   plan->full_allocation_fallback = true;
-  plan->warnings.push_back(
+  plan->warnings.emplace_back(
       "page sizes cannot be unified: treating sliding-window layers as full attention");
   PlanSingleGroup(*layers, plan);
   return absl::OkStatus();
@@ -530,7 +530,7 @@ absl::Status SetGranularities(const PlanInputs& in, KvPlan* plan) {
   if (plan->groups.size() <= 1) {
     plan->scheduler_block_size = plan->hash_block_size = plan->groups.front().block_size * dcp;
     if (engine.prefix_match_unit) {
-      plan->warnings.push_back(
+      plan->warnings.emplace_back(
           "prefix_match_unit is ignored with a single KV cache group (hits align to its block)");
     }
   } else {
@@ -567,7 +567,7 @@ absl::Status SetGranularities(const PlanInputs& in, KvPlan* plan) {
         for (const KvGroup& g : plan->groups) {
           if (g.prefix_cacheable && g.kind == LayerKind::kSlidingWindow && effective(g) != h) {
             partial_hits = false;
-            plan->warnings.push_back(
+            plan->warnings.emplace_back(
                 "partial prefix hits disabled: the sliding-window group has no fine-grained "
                 "lookup and its block size differs from the hash block size");
             break;
