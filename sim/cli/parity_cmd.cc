@@ -239,6 +239,7 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
         figures.steps = d.steps;
         figures.steps_agreeing = d.steps_agreeing;
         figures.first_divergent_step = d.first_divergent_step.value_or(-1);
+        figures.cannot_compare = comparability;
         figures.first_divergent_replica = d.first_divergent_rank.value_or(-1);
         figures.first_divergent_group = d.first_divergent_group.value_or(-1);
         for (const events::GroupDivergence& g : d.groups) {

@@ -1040,7 +1040,12 @@ std::string ParitySection(const ParityFigures& p, int number) {
                     p.first_divergent_step, ", replica ", p.first_divergent_replica, ", group ",
                     p.first_divergent_group, ".</span>");
   }
-  s += "</p>\n<div class=\"charts\">";
+  s += "</p>\n";
+  for (const std::string& w : p.cannot_compare) {
+    absl::StrAppend(&s, "<p class=\"note cannot-compare\"><b>Cannot compare:</b> ", Escape(w),
+                    ".</p>\n");
+  }
+  s += "<div class=\"charts\">";
   html::ChartSpec chart;
   chart.id = "parity-agreement";
   chart.title = "Replicas whose cached sets agree, by step";

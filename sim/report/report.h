@@ -81,6 +81,8 @@ struct ParityFigures {
   std::vector<Group> groups;
   // Per step index: the replicas that have that step, and those whose sets agree after it.
   std::vector<int64_t> replicas_at_step, agreeing_at_step;
+  // What the event comparison cannot say (events::ComparabilityWarnings), one sentence each.
+  std::vector<std::string> cannot_compare;
 };
 
 struct HtmlReportOptions {

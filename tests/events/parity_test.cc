@@ -390,10 +390,15 @@ TEST(ParityCliTest, ReencodedLogAgreesAndAPerturbedOneIsLocated) {
   const auto nothing = RunCli("parity" + kSetup + " --vllm-kv-events " + empty);
   EXPECT_EQ(nothing.exit_code, 0) << nothing.output;
   EXPECT_THAT(nothing.output, HasSubstr("CANNOT COMPARE: the vLLM log holds no batch"));
-  const auto two = RunCli("parity" + kSetup + " --vllm-kv-events " + same + " --replicas 2");
+  const std::string two_page = TempOutputPath("parity_two.html");
+  const auto two =
+      RunCli("parity" + kSetup + " --vllm-kv-events " + same + " --replicas 2 --html " + two_page);
   EXPECT_EQ(two.exit_code, 0) << two.output;
   EXPECT_THAT(two.output, HasSubstr("CANNOT COMPARE: the vLLM log has 1 replicas and the "
                                     "simulation 2"));
+  // The page says it too, under the agreement.
+  EXPECT_THAT(testing::ReadFile(two_page),
+              HasSubstr("<b>Cannot compare:</b> the vLLM log has 1 replicas and the simulation 2"));
 }
 
 }  // namespace
