@@ -79,8 +79,9 @@ void AddReplayCliOptions(CLI::App* cmd, ReplayCliOptions* o) {
       ->excludes(no_miss_causes);
   cmd->add_option("--threads", o->threads,
                   "threads a fleet's replicas step on between arrivals, shared with compare's "
-                  "policies (default: cores; the reports and --kv-events streams are the same for "
-                  "every count)")
+                  "policies (default: cores, at most one per replica with work; measured on 2 "
+                  "cores no slower than one thread, with or without miss causes; the reports and "
+                  "--kv-events streams are the same for every count)")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             int n = 0;

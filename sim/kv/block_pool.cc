@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "sim/kv/ever_cached_index.h"
-
 namespace prefixsim {
 namespace kv {
 
@@ -64,10 +62,7 @@ void BlockPool::PushFront(BlockId b) {
 }
 
 void BlockPool::Evict(BlockId b) {
-  if (ever_cached_ != nullptr) {
-    const Meta& m = meta_[b];
-    ever_cached_->Add(m.hash.hash ^ GroupSalt(m.group), Tag(m.group, m.hash));
-  }
+  if (eviction_observer_ != nullptr) eviction_observer_->OnEvicted(meta_[b].group, meta_[b].hash);
   RemoveFromIndex(b);
   ++evictions_;
   eviction_horizon_ = std::max(eviction_horizon_, meta_[b].free_stamp);

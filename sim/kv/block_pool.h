@@ -71,7 +71,13 @@ inline uint32_t GroupTag(int group, const HashPair& h) {
 // cache events (a router's view, fleet_index.h), read for one replica; the same finders run on
 // both. Lookup returns a positive value (the pool: the first block cached under the key) or
 // kNoBlock.
-class EverCachedIndex;
+// Told of every block the pool evicts, with its group and hash: miss attribution's records of
+// what a cache computed and lost (ever_cached_index.h, shadow_index.h).
+class EvictionObserver {
+ public:
+  virtual ~EvictionObserver() = default;
+  virtual void OnEvicted(int group, const HashPair& h) = 0;
+};
 
 class HitIndex {
  public:
@@ -147,9 +153,8 @@ class BlockPool {
   // vLLM's KV events, kv_event_sink.h). Null: none. Not owned.
   void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
 
-  // `record` is told every key evicted (miss attribution's record of what was ever cached,
-  // ever_cached_index.h). Null: none. Not owned.
-  void set_ever_cached(EverCachedIndex* record) { ever_cached_ = record; }
+  // `observer` is told of every block evicted. Null: none. Not owned.
+  void set_eviction_observer(EvictionObserver* observer) { eviction_observer_ = observer; }
   // The pool's index, then `fallback` and `fallback2` for the keys it has no entry for.
   HitIndex hit_index_with(const PrefixIndex* fallback, const PrefixIndex* fallback2,
                           int64_t* collisions) const {
@@ -266,7 +271,7 @@ class BlockPool {
   mutable int64_t collisions_ = 0;
   CacheEventListener* listener_ = nullptr;
   KvEventSink* event_sink_ = nullptr;
-  EverCachedIndex* ever_cached_ = nullptr;
+  EvictionObserver* eviction_observer_ = nullptr;
 };
 
 }  // namespace kv

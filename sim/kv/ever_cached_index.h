@@ -21,13 +21,16 @@
 
 namespace prefixsim::kv {
 
-class EverCachedIndex {
+class EverCachedIndex final : public EvictionObserver {
  public:
   // `pool` (not owned) outlives the record.
   EverCachedIndex(const BlockPool* pool, int64_t generation_keys);
 
   // The pool evicted its block under `key` (hash ^ group salt) with verifier `tag`.
   void Add(uint64_t key, uint32_t tag);
+  void OnEvicted(int group, const HashPair& h) override {
+    Add(h.hash ^ GroupSalt(group), GroupTag(group, h));
+  }
 
   // The pool's index and the record, as the hit finders read them.
   HitIndex hit_index() const { return pool_->hit_index_with(&current_, &previous_, &collisions_); }

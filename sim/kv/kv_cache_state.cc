@@ -60,17 +60,39 @@ void KvCacheState::MakeShadow(bool always) {
   }
 }
 
-void KvCacheState::EnableMissAttribution(int64_t max_record_blocks) {
+void KvCacheState::EnableMissAttribution(int64_t max_record_blocks, bool shadow_may_read_pool) {
   PREFIXSIM_CHECK(requests_.empty());
   if (!caching_) return;
   if (!shadow_) MakeShadow(/*always=*/true);
   // What this replica computed is the shadow's own entries, kept; a fleet asks each replica's.
   shadow_->KeepComputed(max_record_blocks);
   attributor_ = std::make_unique<MissAttributor>(&plan_, shadow_.get());
+  // One full-attention or MLA group at U, publishing every block it computes, is the cache the
+  // shadow would be: the shadow reads it (ShadowIndex::ReadPool).
+  const SingleTypeManager& first = coord_.manager(0);
+  if (shadow_may_read_pool && coord_.num_groups() == 1 && first.spec().prefix_cacheable &&
+      !first.spec().is_eagle_group &&
+      (first.spec().kind == LayerKind::kFullAttention || first.spec().kind == LayerKind::kMla) &&
+      !shadow_counts_loss_ && shadow_->unit() == first.block_size() &&
+      shadow_->unit() == coord_.hash_block_size() && !plan_.partial_hits &&
+      options_.num_reprefillable_tokens == 0) {
+    shadow_->ReadPool(0);
+    pool_.set_eviction_observer(shadow_.get());
+  }
+  // A plan whose groups are all full attention or MLA at one block size caches, in every group,
+  // every block it lets a request publish: what it ever cached covers the published prefix, so
+  // the checkpointed lookup needs no record of evictions (CheckpointedHit).
+  bool publishes_in_every_group = true;
+  for (const KvGroup& g : plan_.groups) {
+    publishes_in_every_group = publishes_in_every_group &&
+                               (g.kind == LayerKind::kFullAttention || g.kind == LayerKind::kMla) &&
+                               g.block_size == plan_.groups.front().block_size;
+  }
+  if (publishes_in_every_group) return;
   // A generation of a pool's worth of new keys: the shadow keeps a U-block alive about one
   // turnover of the pool, and the record keeps the last two generations.
   ever_cached_ = std::make_unique<EverCachedIndex>(&pool_, pool_.num_blocks());
-  pool_.set_ever_cached(ever_cached_.get());
+  pool_.set_eviction_observer(ever_cached_.get());
 }
 
 void KvCacheState::AdoptPromptHashes(const Request& r, std::vector<HashPair>* hashes,
@@ -159,7 +181,10 @@ PrefixHit KvCacheState::GetComputedBlocks(KvRequestHandle h) {
 // The same lookup on what every group ever cached: the prefix the plan checkpointed, which a
 // cache that never evicted would serve (what lies beyond it was never cached).
 int64_t KvCacheState::CheckpointedHit(const RequestState& st) {
-  PREFIXSIM_CHECK(ever_cached_ != nullptr);
+  PREFIXSIM_CHECK(attributor_ != nullptr);
+  // Without a record every group caches what it publishes (EnableMissAttribution): the published
+  // prefix, to which the attributor clamps this, was checkpointed.
+  if (ever_cached_ == nullptr) return st.num_tokens;
   const int64_t max_hit = st.num_tokens - 1;
   if (max_hit <= 0) return 0;
   return coord_.FindLongestCacheHit(ever_cached_->hit_index(), st.hashes.data(),

@@ -63,7 +63,8 @@ class KvCacheState {
   const KvCacheCoordinator& coordinator() const { return coord_; }
   // Block lists, one per group, for lookups that read only the hit.
   std::vector<BlockId>* lookup_scratch() { return lookup_scratch_.data(); }
-  // With miss attribution: the request's lookup at H on what every group ever cached.
+  // With miss attribution: the request's lookup at H on what every group ever cached (at least
+  // the published prefix, without a record: see EnableMissAttribution).
   int64_t CheckpointedHit(const RequestState& st);
   const RequestTable& requests() const { return requests_; }
   KvCacheCounters& counters() { return counters_; }
@@ -74,7 +75,7 @@ class KvCacheState {
   void AdoptPromptHashes(const Request& r, std::vector<HashPair>* hashes, HashCursor* cursor) const;
 
   // Miss attribution (miss_attribution.h): null while off.
-  void EnableMissAttribution(int64_t max_record_blocks);
+  void EnableMissAttribution(int64_t max_record_blocks, bool shadow_may_read_pool);
   const MissAttributor* attributor() const { return attributor_.get(); }
   MissAttributor* attributor() { return attributor_.get(); }
 
@@ -117,7 +118,8 @@ class KvCacheState {
   std::unique_ptr<ShadowIndex> shadow_;  // null when nothing can be lost to the alignment
   bool shadow_counts_loss_ = false;      // U < A: lost_to_alignment_tokens is reported
   std::unique_ptr<MissAttributor> attributor_;
-  std::unique_ptr<EverCachedIndex> ever_cached_;  // with attributor_: what groups ever cached
+  // With attributor_, unless every group caches what it publishes: what groups ever cached.
+  std::unique_ptr<EverCachedIndex> ever_cached_;
   std::vector<char> cow_;
   KvCacheCounters counters_;
 };

@@ -41,7 +41,10 @@ struct ArrivalSighting {
 // computed there, which can only move tokens out of `evicted` (into `elsewhere` when another
 // replica holds them, or `compulsory`); ForgottenComputedBlocks says how many there were.
 // REQUIRES: no request added yet.
-void EnableMissAttribution(KvCacheManager& manager, int64_t max_record_blocks = 0);
+// `shadow_may_read_pool` false keeps the shadow's own copy of the cache even where the pool is
+// that cache (ShadowIndex::ReadPool; tests compare the two).
+void EnableMissAttribution(KvCacheManager& manager, int64_t max_record_blocks = 0,
+                           bool shadow_may_read_pool = true);
 bool MissAttributionEnabled(const KvCacheManager& manager);
 int64_t ForgottenComputedBlocks(const KvCacheManager& manager);
 // What the record costs per U-block at most, about (a 16-byte slot and its control byte, in a

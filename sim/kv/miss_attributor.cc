@@ -117,8 +117,9 @@ MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, i
 
 // miss_attribution.h
 
-void EnableMissAttribution(KvCacheManager& manager, int64_t max_record_blocks) {
-  manager.impl()->EnableMissAttribution(max_record_blocks);
+void EnableMissAttribution(KvCacheManager& manager, int64_t max_record_blocks,
+                           bool shadow_may_read_pool) {
+  manager.impl()->EnableMissAttribution(max_record_blocks, shadow_may_read_pool);
 }
 
 bool MissAttributionEnabled(const KvCacheManager& manager) {

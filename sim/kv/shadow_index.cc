@@ -21,6 +21,15 @@ ShadowIndex::ShadowIndex(const BlockPool* pool, int64_t unit, int64_t hash_block
 int64_t ShadowIndex::AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t max_blocks) const {
   const int64_t limit = std::min(max_blocks, num_fine / ratio_);
   int64_t j = 0;
+  if (reads_pool()) {
+    const HitIndex index = pool_->hit_index();
+    for (; j < limit; ++j) {
+      if (j + kPrefetchAhead < limit)
+        index.Prefetch(pool_group_, BlockHash(fine, j + kPrefetchAhead));
+      if (index.Lookup(pool_group_, BlockHash(fine, j)) == kNoBlock) break;
+    }
+    return j;
+  }
   for (; j < limit; ++j) {
     const HashPair& h = BlockHash(fine, j);
     auto it = map_.find(h.hash);
@@ -32,6 +41,11 @@ int64_t ShadowIndex::AliveBlocks(const HashPair* fine, int64_t num_fine, int64_t
 void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_blocks,
                        int64_t publishable_blocks, int64_t* held, int64_t* marked) {
   num_blocks = std::min(num_blocks, num_fine / ratio_);
+  if (reads_pool()) {  // the pool publishes every block the request holds
+    *held = std::max(*held, num_blocks);
+    *marked = *held;
+    return;
+  }
   // Blocks held by an earlier call that the caching rule lets the request publish only now (its
   // computed tokens crossed an S boundary); the new blocks are marked as they are taken, so a
   // unitary plan's blocks are each found once.
@@ -72,6 +86,7 @@ void ShadowIndex::Hold(const HashPair* fine, int64_t num_fine, int64_t num_block
 }
 
 int64_t ShadowIndex::FirstUnpublished(const HashPair* fine, int64_t from, int64_t to) const {
+  if (reads_pool()) return to;
   for (int64_t j = from; j < to; ++j) {
     auto it = map_.find(BlockHash(fine, j).hash);
     if (it == map_.end() || !it->second.published) return j;
@@ -86,6 +101,10 @@ void ShadowIndex::Release(const HashPair* fine, int64_t* held, int64_t clock_bef
   // block freed with it; with one group and every block published that is exact. A request
   // that published nothing gets the stamp the next freed cached block will get: its shadow
   // blocks are younger than every block freed before and die when that one is evicted.
+  if (reads_pool()) {
+    *held = 0;
+    return;
+  }
   const int64_t clock = pool_->free_clock();
   const int64_t freed = clock - clock_before_free;
   const int64_t n = *held;
@@ -111,7 +130,11 @@ int64_t ShadowIndex::ComputedBlocks(const HashPair* fine, int64_t num_fine, int6
 bool ShadowIndex::HasComputed(const HashPair* fine, int64_t j) const {
   PREFIXSIM_DCHECK(keep_computed_);
   const HashPair& h = BlockHash(fine, j);
-  if (auto it = map_.find(h.hash); it != map_.end()) return it->second.check == h.check;
+  if (reads_pool()) {
+    if (InPool(fine, j)) return true;
+  } else if (auto it = map_.find(h.hash); it != map_.end()) {
+    return it->second.check == h.check;
+  }
   const uint64_t* retired = FindRetired(h.hash);
   return retired != nullptr && RetiredMatches(*retired, h.check);
 }
@@ -133,14 +156,24 @@ void ShadowIndex::MaybeSweep() {
     }
     return true;
   });
-  // Two generations, so that bounding the record costs nothing per block: the older one is
-  // dropped whole when the newer one fills half the bound.
+  BoundRecord();
+  next_sweep_ = std::max<size_t>(4096, 2 * map_.size());
+}
+
+void ShadowIndex::BoundRecord() {
   if (max_retired_ > 0 && static_cast<int64_t>(retired_.size()) >= max_retired_ / 2) {
     forgotten_ += static_cast<int64_t>(retired_before_.size());
     retired_before_ = std::move(retired_);
     retired_.clear();
   }
-  next_sweep_ = std::max<size_t>(4096, 2 * map_.size());
+}
+
+void ShadowIndex::OnEvicted(int group, const HashPair& h) {
+  if (group != pool_group_ || !keep_computed_) return;
+  // Every block the pool cached was published.
+  retired_.insert_or_assign(h.hash, (h.check & ~uint64_t{1}) | 1);
+  if (!retired_before_.empty()) retired_before_.erase(h.hash);
+  BoundRecord();
 }
 
 }  // namespace kv

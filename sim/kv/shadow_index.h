@@ -12,6 +12,12 @@
 // block freed at that moment would get. It is alive while held or while its stamp is above the
 // pool's eviction horizon (the newest stamp the real cache has evicted): it lives exactly as long
 // as a real published block freed at the same time. Work is per U-block, never per token.
+//
+// Where the real cache is itself such a cache (ReadPool: one prefix-cacheable full-attention or
+// MLA group whose block is U, publishing every block it computes), the shadow would copy it entry
+// for entry, paying a hash-map probe per U-block of every request twice (hold and release) and
+// the sweeps. It reads the pool's index instead, and keeps only the record of what the cache
+// computed and lost, fed by the pool's evictions.
 #ifndef PREFIXSIM_SIM_KV_SHADOW_INDEX_H_
 #define PREFIXSIM_SIM_KV_SHADOW_INDEX_H_
 
@@ -25,11 +31,19 @@
 namespace prefixsim {
 namespace kv {
 
-class ShadowIndex {
+class ShadowIndex final : public EvictionObserver {
  public:
   // unit: U in tokens; hash_block_size: H (U % H == 0); drop_eagle: the plan has an EAGLE group,
   // so a hit also needs the U-block past it (the shadow analogue of docs/semantics.md §9.4).
   ShadowIndex(const BlockPool* pool, int64_t unit, int64_t hash_block_size, bool drop_eagle);
+
+  // The real cache's group `group` is this shadow (see above): its index answers what is alive
+  // and published, and the pool's evictions feed the record of what was computed. Call before
+  // the first Hold, and register the shadow as the pool's eviction observer.
+  void ReadPool(int group) { pool_group_ = group; }
+  bool reads_pool() const { return pool_group_ >= 0; }
+  // ReadPool: the pool evicted block h of its group.
+  void OnEvicted(int group, const HashPair& h) override;
 
   int64_t unit() const { return unit_; }
   // Fine (H-chunk) hashes needed to address `tokens` tokens' worth of U-blocks.
@@ -108,9 +122,19 @@ class ShadowIndex {
     return ((retired ^ check) & ~uint64_t{1}) == 0;
   }
   bool Alive(const Entry& e) const { return e.refs > 0 || e.stamp > pool_->eviction_horizon(); }
+  // ReadPool: a request's U-blocks are walked in order, each in a random slot of an index larger
+  // than the CPU's caches; fetching a few ahead overlaps their misses.
+  static constexpr int64_t kPrefetchAhead = 6;
   // Drops (KeepComputed: retires) dead entries once the map has doubled since the last sweep
   // (amortized O(1)).
   void MaybeSweep();
+  // Two generations, so that bounding the record costs nothing per block: the older one is
+  // dropped whole when the newer one fills half the bound.
+  void BoundRecord();
+  // Whether the pool holds U-block j (ReadPool).
+  bool InPool(const HashPair* fine, int64_t j) const {
+    return pool_->Lookup(pool_group_, BlockHash(fine, j)) != kNoBlock;
+  }
 
   const BlockPool* pool_;
   int64_t unit_;
@@ -128,6 +152,7 @@ class ShadowIndex {
   size_t next_sweep_ = 4096;
   bool keep_computed_ = false;
   int64_t collisions_ = 0;
+  int pool_group_ = -1;  // ReadPool's group, or -1
 };
 
 }  // namespace kv

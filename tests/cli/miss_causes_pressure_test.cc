@@ -80,7 +80,9 @@ TEST(MissAttributionTest, ElsewhereIsWhatARouterCouldHaveRecovered) {
       const int64_t e = std::stoll(row.at("elsewhere_tokens"));
       const int64_t r = std::stoll(row.at("routing_regret_tokens"));
       EXPECT_LE(e, r) << "request " << row.at("id");
-      if (e > 0) EXPECT_NE(row.at("elsewhere_replica"), "") << "request " << row.at("id");
+      if (e > 0) {
+        EXPECT_NE(row.at("elsewhere_replica"), "") << "request " << row.at("id");
+      }
       elsewhere += e;
       regret += r;
     }

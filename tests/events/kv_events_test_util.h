@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "sim/engine/simulator.h"
 #include "sim/events/cached_blocks.h"
 #include "sim/kv/cache_contents.h"
@@ -110,7 +111,7 @@ inline ShellResult RunShell(const std::string& command) {
 }
 
 inline std::string ScriptPath() {
-  return std::string(PREFIXSIM_SOURCE_DIR) + "/tests/events/vllm_kv_events.py";
+  return absl::StrCat(PREFIXSIM_SOURCE_DIR, "/tests/events/vllm_kv_events.py");
 }
 
 }  // namespace prefixsim::testing_events

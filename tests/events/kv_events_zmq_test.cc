@@ -73,7 +73,10 @@ TEST(KvEventsZmqTest, EndpointsAreOffsetByReplicaAsVllmOffsetsDpRanks) {
 // socket); malformed endpoints name the accepted forms.
 TEST(KvEventsZmqTest, EndpointSetsAreCheckedForEveryReplicaBeforeBinding) {
   auto check = [](std::string pub, std::string replay, int replicas) {
-    return events::CheckPublisherEndpoints({.endpoint = pub, .replay_endpoint = replay}, replicas);
+    events::ZmqPublisherOptions options;
+    options.endpoint = pub;
+    options.replay_endpoint = replay;
+    return events::CheckPublisherEndpoints(options, replicas);
   };
   EXPECT_TRUE(check("tcp://*:5557", "tcp://*:5558", 1).ok());
   const absl::Status collide = check("tcp://*:5557", "tcp://*:5558", 4);

@@ -27,7 +27,7 @@ bool Has(const EverCachedIndex& record, int group, const HashPair& h) {
 TEST(EverCachedIndexTest, KeepsWhatThePoolEvicted) {
   BlockPool pool(4);  // 3 usable blocks
   EverCachedIndex record(&pool, 1024);
-  pool.set_ever_cached(&record);
+  pool.set_eviction_observer(&record);
   for (uint64_t i = 0; i < 6; ++i) {
     const BlockId b = pool.Allocate();  // evicts the oldest cached block once all are cached
     ASSERT_TRUE(pool.Cache(b, static_cast<int>(i % 2), H(100 + i)));
@@ -49,7 +49,7 @@ TEST(EverCachedIndexTest, KeepsWhatThePoolEvicted) {
 TEST(EverCachedIndexTest, ForgetsOldGenerationsButNotWhatThePoolCaches) {
   BlockPool pool(8);
   EverCachedIndex record(&pool, 1024);
-  pool.set_ever_cached(&record);
+  pool.set_eviction_observer(&record);
   const BlockId pinned = pool.Allocate();  // held: stays cached throughout
   ASSERT_TRUE(pool.Cache(pinned, 0, H(1)));
   for (uint64_t i = 0; i < 1024; ++i) AddKey(record, 0, H(1000 + i));  // generation A, full

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -20,6 +21,7 @@
 #include "prefixsim/miss_causes.h"
 #include "prefixsim/model.h"
 #include "prefixsim/trace.h"
+#include "sim/kv/routing.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/kv/kv_test_util.h"
@@ -45,17 +47,18 @@ int64_t Of(const MissAttribution& m, MissCause c) { return m.of(c); }
 // A manager with attribution on, as a single engine has it.
 struct Attributed {
   explicit Attributed(const KvPlan& plan, KvCacheOptions options = Checked(),
-                      int64_t max_record_blocks = 0)
+                      int64_t max_record_blocks = 0, bool shadow_may_read_pool = true)
       : m(plan, options) {
-    kv::EnableMissAttribution(m, max_record_blocks);
+    kv::EnableMissAttribution(m, max_record_blocks, shadow_may_read_pool);
   }
   // Admits `r`: lookup, attribution, then the first allocation up to `first_end` (the prompt end
   // when 0).
-  MissAttribution Admit(const Request& r, int64_t first_end = 0) {
+  MissAttribution Admit(const Request& r, int64_t first_end = 0,
+                        const kv::ArrivalSighting& sighting = {}) {
     m.NewStep();  // a step of its own (a state cached in this step would make it wait)
     m.AddRequest(&r);
     const PrefixHit hit = m.GetComputedBlocks(r.id);
-    const MissAttribution a = kv::AttributeMiss(m, m.Handle(r.id), hit, {});
+    const MissAttribution a = kv::AttributeMiss(m, m.Handle(r.id), hit, sighting);
     EXPECT_EQ(a.total(), r.prompt_tokens) << "causes must add up to the tokens looked up";
     const int64_t end = first_end > 0 ? first_end : r.prompt_tokens;
     EXPECT_TRUE(m.AllocateSlots(r.id, 0, end - hit.hit_tokens, hit.hit_tokens, 0));
@@ -432,6 +435,63 @@ TEST(MissAttributionTest, ArrivalSightingAsksEveryReplicasRecord) {
   s = kv::SightAtArrival(caches, 0, arrival, &scratch);
   EXPECT_EQ(s.fleet_known_tokens, 60);
   EXPECT_EQ(s.elsewhere_tokens, 40);
+}
+
+// Where the pool is the cache the shadow would keep (one full-attention or MLA group at U), the
+// shadow reads the pool and records its evictions instead of copying it: every admission's causes
+// and every arrival sighting must be those of the copying shadow. Random conversations over two
+// replicas whose pools evict, each request admitted, then freed in random order.
+TEST(MissAttributionTest, AShadowReadingThePoolAttributesAsACopyingOne) {
+  for (const LayerKind kind : {LayerKind::kFullAttention, LayerKind::kMla}) {
+    std::mt19937_64 rng(11);
+    std::vector<std::unique_ptr<Attributed>> reading, copying;
+    std::vector<KvCacheManager*> reading_caches, copying_caches;
+    for (int r = 0; r < 2; ++r) {
+      reading.push_back(std::make_unique<Attributed>(Unitary(kind, 4, 48), Checked(), 0, true));
+      copying.push_back(std::make_unique<Attributed>(Unitary(kind, 4, 48), Checked(), 0, false));
+      reading_caches.push_back(&reading.back()->m);
+      copying_caches.push_back(&copying.back()->m);
+    }
+    std::deque<Request> requests;  // the managers keep pointers to them
+    std::vector<std::pair<int, const Request*>> running;
+    std::vector<kv::HashPair> scratch;
+    int64_t evicted = 0, elsewhere = 0;
+    for (uint32_t i = 0; i < 400; ++i) {
+      // Up to three running requests of at most 17 blocks each fit the 47 usable blocks.
+      while (running.size() >= 3 || (!running.empty() && rng() % 3 == 0)) {
+        const size_t k = rng() % running.size();
+        reading[running[k].first]->Finish(*running[k].second);
+        copying[running[k].first]->Finish(*running[k].second);
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+      const uint32_t topic = static_cast<uint32_t>(rng() % 6);
+      const Request& r = requests.emplace_back(
+          Literal(i + 1, Concat(Iota(4 + static_cast<int>(rng() % 40), topic * 5000),
+                                Iota(1 + static_cast<int>(rng() % 24), 100000 + i * 100))));
+      const int replica = static_cast<int>(rng() % 2);
+      kv::ArrivalSighting s1 = kv::SightAtArrival(reading_caches, replica, r, &scratch);
+      kv::ArrivalSighting s2 = kv::SightAtArrival(copying_caches, replica, r, &scratch);
+      ASSERT_EQ(s1.fleet_known_tokens, s2.fleet_known_tokens) << i;
+      ASSERT_EQ(s1.elsewhere_tokens, s2.elsewhere_tokens) << i;
+      // The replicas' own lookups at arrival (the router's exact view).
+      std::vector<int64_t> hits;
+      kv::HashPrompt(*reading_caches[0], r, &scratch);
+      for (KvCacheManager* m : reading_caches) hits.push_back(kv::PeekPromptHit(*m, r, scratch));
+      kv::SetRoutableHits(hits, replica, &s1);
+      kv::SetRoutableHits(hits, replica, &s2);
+      const MissAttribution a1 = reading[replica]->Admit(r, 0, s1);
+      const MissAttribution a2 = copying[replica]->Admit(r, 0, s2);
+      for (int c = 0; c < kNumMissCauses; ++c) {
+        ASSERT_EQ(a1.tokens[c], a2.tokens[c])
+            << i << " " << MissCauseName(static_cast<MissCause>(c));
+      }
+      evicted += Of(a1, MissCause::kEvicted);
+      elsewhere += Of(a1, MissCause::kElsewhere);
+      running.emplace_back(replica, &r);
+    }
+    EXPECT_GT(evicted, 0) << "the pools are meant to evict";
+    EXPECT_GT(elsewhere, 0) << "the replicas are meant to hold what the other lost";
+  }
 }
 
 }  // namespace

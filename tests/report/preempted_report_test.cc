@@ -143,7 +143,9 @@ TEST(PreemptedReportTest, CsvFirstAdmissionsAddUpToTheJsonOnThrashingRuns) {
     EXPECT_EQ(pc.at("queries").get<int64_t>(), queries);
     EXPECT_EQ(pc.at("hits").get<int64_t>(), hits);
     for (const auto& [cause, tokens] : first.at("tokens_by_cause").items()) {
-      if (cause != "hit") EXPECT_EQ(by_cause[cause], tokens.get<int64_t>()) << cause;
+      if (cause != "hit") {
+        EXPECT_EQ(by_cause[cause], tokens.get<int64_t>()) << cause;
+      }
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace prefixsim {
@@ -17,7 +18,7 @@ using ::prefixsim::testing::ReadAll;
 using ::prefixsim::testing::ReadFileBytes;
 
 std::string RealTrace(const std::string& name) {
-  return std::string(PREFIXSIM_REAL_TRACES_DIR) + "/" + name + ".zst";
+  return absl::StrCat(PREFIXSIM_REAL_TRACES_DIR, "/", name, ".zst");
 }
 
 class RealTracesTest : public ::testing::Test {
