@@ -19,6 +19,13 @@ struct ReplayTuning {
   // A fleet's lookups of one prompt on every replica in one walk over the fleet's index
   // (sim/kv/fleet_lookup.cc); false looks each replica up on its own (tests).
   bool fleet_one_walk = true;
+  // Fleets of at most this many replicas read each replica's hit at arrival (the exact view: the
+  // routing regret, kv_aware's overlaps) from the replica's own pool, with its own lookup, instead
+  // of keeping the fleet's index by every replica's store and remove events: the same answers,
+  // for N lookups per arrival instead of an index update per block cached or evicted. Past it the
+  // index's one walk for every replica holding a prompt's blocks wins (docs/performance.md,
+  // "Fleets against an older build"). 0: always the index (tests compare the two).
+  int fleet_exact_from_pools_max_replicas = 32;
   // For a process that exits right after Replay returns (the CLI's replay and compare): leave the
   // simulated state (request slots, block tables: ~10^5 small allocations) to the exit instead of
   // freeing it piece by piece, which costs several percent of a replay's wall time. Ignored in

@@ -56,7 +56,13 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   fleet->view_ = std::make_unique<FleetView>(
       &fleet->replicas_, fleet->routing_view_ == fleet->exact_view_.get() ? &fleet->exact_hits_
                                                                           : &fleet->view_overlaps_);
-  if (fleet->exact_view_ != nullptr) {
+  // The exact view's index is kept where it answers, and under --check-invariants, which compares
+  // it with the pools' own lookups.
+  fleet->exact_from_pools_ =
+      fleet->exact_view_ != nullptr && replicas <= tuning.fleet_exact_from_pools_max_replicas;
+  fleet->keeps_exact_index_ =
+      fleet->exact_view_ != nullptr && (!fleet->exact_from_pools_ || options.check_invariants);
+  if (fleet->keeps_exact_index_ || fleet->router_view_reads_events_) {
     for (int r = 0; r < replicas; ++r) {
       fleet->feeds_.push_back(std::make_unique<ReplicaFeed>());
       kv::AttachCacheListener(*fleet->kv_caches_[r], fleet->feeds_.back().get());
@@ -114,6 +120,7 @@ absl::Status Fleet::CreateViews(int replicas) {
 
 void Fleet::ReplicaFeed::Drain(Fleet& fleet, int replica) {
   kv::FleetIndex& index = *fleet.exact_index_;
+  const bool keep_index = fleet.keeps_exact_index_;
   CacheView* view = fleet.router_view_reads_events_ ? fleet.router_view_.get() : nullptr;
   // The events were buffered on the replica's thread; here each one's slot in the fleet's (large,
   // cold) table is fetched a few events ahead, then the row of replicas its slot names.
@@ -125,12 +132,14 @@ void Fleet::ReplicaFeed::Drain(Fleet& fleet, int replica) {
     if (i + kAhead / 2 < n) index.PrefetchRow(events_[i + kAhead / 2].key);
     const Change& c = events_[i];
     if (c.removed) {
-      const bool held = index.Remove(replica, c.key);
-      PREFIXSIM_DCHECK(held);  // every remove follows its store
-      static_cast<void>(held);
+      if (keep_index) {
+        const bool held = index.Remove(replica, c.key);
+        PREFIXSIM_DCHECK(held);  // every remove follows its store
+        static_cast<void>(held);
+      }
       if (view != nullptr) view->OnRemoved(replica, c.key, c.group, c.now_ns);
     } else {
-      index.Store(replica, c.key, c.tag);
+      if (keep_index) index.Store(replica, c.key, c.tag);
       if (view != nullptr) view->OnStored(replica, c.key, c.tag, c.group, c.now_ns);
     }
   }
@@ -141,11 +150,20 @@ int Fleet::RouteArrival(int64_t now, kv::ArrivalSighting* sighting) {
   const Request& request = *pending_;
   KvCacheManager& any = *kv_caches_[0];
   kv::HashPrompt(any, request, &route_hashes_);
-  exact_view_->Overlaps(any, request, route_hashes_, now, &exact_hits_);
+  if (exact_from_pools_) {
+    exact_hits_.resize(kv_caches_.size());
+    for (size_t r = 0; r < kv_caches_.size(); ++r) {
+      exact_hits_[r] = kv::PeekPromptHit(*kv_caches_[r], request, route_hashes_);
+    }
+  } else {
+    exact_view_->Overlaps(any, request, route_hashes_, now, &exact_hits_);
+  }
   if (options_.check_invariants) {
     // The fleet's index read for each replica gives the replica's own lookup.
+    if (exact_from_pools_) exact_view_->Overlaps(any, request, route_hashes_, now, &index_hits_);
     for (size_t r = 0; r < kv_caches_.size(); ++r) {
-      PREFIXSIM_CHECK(exact_hits_[r] == kv::PeekPromptHit(*kv_caches_[r], request, route_hashes_));
+      PREFIXSIM_CHECK((exact_from_pools_ ? index_hits_[r] : exact_hits_[r]) ==
+                      kv::PeekPromptHit(*kv_caches_[r], request, route_hashes_));
       ++router_index_checks_;
     }
   }

@@ -109,6 +109,10 @@ class Fleet {
   // routers on it), and the router's own view when it reads another (else null).
   std::unique_ptr<CacheView> exact_view_;
   kv::FleetIndex* exact_index_ = nullptr;  // the exact view's, fed directly (no second dispatch)
+  // The exact view's hits come from the replicas' pools (ReplayTuning), and whether its index is
+  // kept all the same (--check-invariants compares the two).
+  bool exact_from_pools_ = false;
+  bool keeps_exact_index_ = false;
   std::unique_ptr<CacheView> router_view_;
   bool router_view_reads_events_ = false;
   CacheView* routing_view_ = nullptr;  // the view the router reads, or null
@@ -117,7 +121,7 @@ class Fleet {
   std::vector<ReplicaRun> runs_;  // queued, not run yet
   int64_t horizon_ns_ = 0;        // the next arrival while runs_ run (INT64_MAX: none)
   std::vector<kv::HashPair> route_hashes_;
-  std::vector<int64_t> exact_hits_, view_overlaps_;
+  std::vector<int64_t> exact_hits_, view_overlaps_, index_hits_;
   int64_t router_index_checks_ = 0;
   int64_t routing_regret_tokens_ = 0, best_replica_hit_tokens_ = 0, requests_with_regret_ = 0;
   // Miss attribution over the replicas: each arrival sights what the others computed and hold.

@@ -130,11 +130,8 @@ int64_t ShadowIndex::ComputedBlocks(const HashPair* fine, int64_t num_fine, int6
 bool ShadowIndex::HasComputed(const HashPair* fine, int64_t j) const {
   PREFIXSIM_DCHECK(keep_computed_);
   const HashPair& h = BlockHash(fine, j);
-  if (reads_pool()) {
-    if (InPool(fine, j)) return true;
-  } else if (auto it = map_.find(h.hash); it != map_.end()) {
-    return it->second.check == h.check;
-  }
+  if (reads_pool()) return InPool(fine, j) || pool_record_.Contains(h);
+  if (auto it = map_.find(h.hash); it != map_.end()) return it->second.check == h.check;
   const uint64_t* retired = FindRetired(h.hash);
   return retired != nullptr && RetiredMatches(*retired, h.check);
 }
@@ -169,11 +166,7 @@ void ShadowIndex::BoundRecord() {
 }
 
 void ShadowIndex::OnEvicted(int group, const HashPair& h) {
-  if (group != pool_group_ || !keep_computed_) return;
-  // Every block the pool cached was published.
-  retired_.insert_or_assign(h.hash, (h.check & ~uint64_t{1}) | 1);
-  if (!retired_before_.empty()) retired_before_.erase(h.hash);
-  BoundRecord();
+  if (group == pool_group_ && keep_computed_) pool_record_.Add(h);
 }
 
 }  // namespace kv

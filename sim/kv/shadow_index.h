@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/block_pool.h"
+#include "sim/kv/computed_record.h"
 
 namespace prefixsim {
 namespace kv {
@@ -40,7 +41,10 @@ class ShadowIndex final : public EvictionObserver {
   // The real cache's group `group` is this shadow (see above): its index answers what is alive
   // and published, and the pool's evictions feed the record of what was computed. Call before
   // the first Hold, and register the shadow as the pool's eviction observer.
-  void ReadPool(int group) { pool_group_ = group; }
+  void ReadPool(int group) {
+    pool_group_ = group;
+    pool_record_ = ComputedRecord(max_retired_);
+  }
   bool reads_pool() const { return pool_group_ >= 0; }
   // ReadPool: the pool evicted block h of its group.
   void OnEvicted(int group, const HashPair& h) override;
@@ -94,7 +98,7 @@ class ShadowIndex final : public EvictionObserver {
     keep_computed_ = true;
     max_retired_ = max_retired;
   }
-  int64_t forgotten() const { return forgotten_; }
+  int64_t forgotten() const { return reads_pool() ? pool_record_.forgotten() : forgotten_; }
   // With KeepComputed: whether this cache has computed U-block j, alive or not, and the end of
   // the run of blocks from `from` (at most max_blocks) that it has computed.
   bool HasComputed(const HashPair* fine, int64_t j) const;
@@ -152,7 +156,8 @@ class ShadowIndex final : public EvictionObserver {
   size_t next_sweep_ = 4096;
   bool keep_computed_ = false;
   int64_t collisions_ = 0;
-  int pool_group_ = -1;  // ReadPool's group, or -1
+  int pool_group_ = -1;         // ReadPool's group, or -1
+  ComputedRecord pool_record_;  // ReadPool: what the pool evicted
 };
 
 }  // namespace kv

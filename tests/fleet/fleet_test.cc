@@ -373,29 +373,53 @@ TEST(FleetTest, RunningAReplicaAheadChangesNothing) {
   }
 }
 
+// SharedPrefixRequests on `replicas` replicas behind `router`, under each of two tunings that
+// must change nothing: the same reports, routes and routing regret.
+void ExpectTuningsAgree(const char* router, int replicas, const ReplayTuning (&tunings)[2]) {
+  std::string reports[2];
+  std::vector<int> routes[2];
+  int64_t regret[2] = {0, 0};
+  for (int t = 0; t < 2; ++t) {
+    EngineConfig e = SmallEngine(48);
+    e.max_num_seqs = 3;
+    e.fleet.replicas = replicas;
+    e.fleet.router = router;
+    const ReplayResult result =
+        ReplayUnderTuning(SharedPrefixRequests(), e, tunings[t], &reports[t]);
+    routes[t] = Replicas(result);
+    regret[t] = result.fleet->routing_regret_tokens;
+    EXPECT_GT(result.prefix_cache.hits, 0);
+    EXPECT_GT(result.fleet->best_replica_hit_tokens, 0);
+  }
+  SCOPED_TRACE(std::string(router) + ", " + std::to_string(replicas) + " replicas");
+  EXPECT_EQ(reports[0], reports[1]);
+  EXPECT_EQ(routes[0], routes[1]);
+  EXPECT_EQ(regret[0], regret[1]);
+}
+
 // The fleet's lookups of every replica in one walk (sim/kv/fleet_lookup.cc) against one lookup
-// per replica: the same routes and reports, for the hybrid-aware and the primary-only views, on
+// per replica, for the hybrid-aware and the primary-only views (the exact one on the index), on
 // fleets of one and of two bitset words.
 TEST(FleetTest, TheOneWalkChangesNothing) {
-  const std::vector<Request> reqs = SharedPrefixRequests();
+  ReplayTuning tunings[2];
+  for (int t = 0; t < 2; ++t) {
+    tunings[t].fleet_one_walk = t == 1;
+    tunings[t].fleet_exact_from_pools_max_replicas = 0;
+  }
   for (const char* router : {"kv_aware", "kv_aware_unaligned"}) {
+    for (int replicas : {3, 70}) ExpectTuningsAgree(router, replicas, tunings);
+  }
+}
+
+// The exact view's hits read from the replicas' pools against the fleet's index kept by their
+// events, for a router that reads it and one that only measures its regret.
+TEST(FleetTest, ExactHitsFromThePoolsChangeNothing) {
+  for (const char* router : {"kv_aware", "round_robin"}) {
     for (int replicas : {3, 70}) {
-      std::string reports[2];
-      std::vector<int> routes[2];
-      for (int one_walk = 0; one_walk < 2; ++one_walk) {
-        EngineConfig e = SmallEngine(48);
-        e.max_num_seqs = 3;
-        e.fleet.replicas = replicas;
-        e.fleet.router = router;
-        ReplayTuning tuning;
-        tuning.fleet_one_walk = one_walk == 1;
-        const ReplayResult result = ReplayUnderTuning(reqs, e, tuning, &reports[one_walk]);
-        routes[one_walk] = Replicas(result);
-        EXPECT_GT(result.prefix_cache.hits, 0);
-      }
-      SCOPED_TRACE(std::string(router) + ", " + std::to_string(replicas) + " replicas");
-      EXPECT_EQ(reports[0], reports[1]);
-      EXPECT_EQ(routes[0], routes[1]);
+      ReplayTuning tunings[2];
+      tunings[0].fleet_exact_from_pools_max_replicas = 0;
+      tunings[1].fleet_exact_from_pools_max_replicas = replicas;
+      ExpectTuningsAgree(router, replicas, tunings);
     }
   }
 }
