@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 #define PREFIXSIM_CONCAT_INNER_(a, b) a##b
 #define PREFIXSIM_CONCAT_(a, b) PREFIXSIM_CONCAT_INNER_(a, b)
@@ -35,6 +36,17 @@
       std::fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
       std::abort();                                                                       \
     }                                                                                     \
+  } while (false)
+
+// PREFIXSIM_CHECK with what the caller did wrong: `message` (anything absl::StrCat takes, in
+// parentheses) is built only when `cond` fails.
+#define PREFIXSIM_CHECK_MSG(cond, message)                                                   \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "%s:%d: invariant violated: %s: %s\n", __FILE__, __LINE__, #cond, \
+                   ::absl::StrCat message.c_str());                                          \
+      std::abort();                                                                          \
+    }                                                                                        \
   } while (false)
 
 #ifdef NDEBUG

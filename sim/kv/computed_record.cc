@@ -23,7 +23,7 @@ void ComputedRecord::Set::Prefetch(uint64_t f) const {
 }
 
 void ComputedRecord::Set::Insert(uint64_t f) {
-  if (static_cast<uint64_t>(size_ + 1) * 4 > slots_.size() * 3) Grow();
+  if (static_cast<uint64_t>(size_ + 1) * 8 > slots_.size() * 7) Grow();
   for (uint64_t i = f & mask_;; i = (i + 1) & mask_) {
     if (slots_[i] == f) return;
     if (slots_[i] == 0) {

@@ -1,10 +1,12 @@
 // What a cache computed and has since lost, for miss attribution (`evicted` against `compulsory`)
 // where the shadow index reads the pool (shadow_index.h, ReadPool): a set of 64-bit fingerprints
 // of each evicted block's (hash, check), one word a block in an open-addressing table with linear
-// probing at most 3/4 full: half the bytes of a hash map of (hash, check) pairs, for a record that
-// grows with every distinct block a trace computes. Inserts are buffered and applied in batches,
-// each slot fetched a few inserts ahead: evictions come in bursts, and each lands in a random slot
-// of a table far larger than the CPU's caches, so their misses overlap instead of adding up.
+// probing at most 7/8 full (9 to 18 bytes a block; eight slots share a cache line, so even a long
+// probe run reads few lines): a third of the bytes of a hash map of (hash, check) pairs, for a
+// record that grows with every distinct block a trace computes. Inserts are buffered and applied in
+// batches, each slot fetched a few inserts ahead: evictions come in bursts, and each lands in a
+// random slot of a table far larger than the CPU's caches, so their misses overlap instead of
+// adding up.
 //
 // Bounded like the shadow's own record: with a bound, two generations of at most `bound / 2`
 // fingerprints each; when the newer fills, the older is dropped whole and counted as forgotten.
@@ -41,7 +43,7 @@ class ComputedRecord {
    public:
     bool Contains(uint64_t f) const;
     void Prefetch(uint64_t f) const;
-    // Inserts `f` (a no-op when present), growing at 3/4 full.
+    // Inserts `f` (a no-op when present), growing at 7/8 full.
     void Insert(uint64_t f);
     // Removes `f` if present, shifting the rest of its probe run back.
     void Erase(uint64_t f);

@@ -1,6 +1,5 @@
 // The KV cache's self-checks: a remembered hit still valid when taken, a fast-path call that
 // changed nothing, and the invariants the checker runs after every operation (tests).
-#include <cstdio>
 
 #include "prefixsim/status.h"
 #include "sim/kv/kv_cache_state.h"
@@ -28,13 +27,10 @@ void KvCacheState::ValidatePending(const RequestState& st) const {
         }
         valid = any;
       }
-      if (!valid) {
-        std::fprintf(stderr,
-                     "KvCacheManager: stale prefix hit for request %llu (block %d evicted "
-                     "since GetComputedBlocks); look up again before AllocateSlots\n",
-                     static_cast<unsigned long long>(st.request->id), b);
-      }
-      PREFIXSIM_CHECK(valid);
+      PREFIXSIM_CHECK_MSG(
+          valid, ("KvCacheManager: stale prefix hit for request ", st.request->id, " (block ", b,
+                  " evicted since GetComputedBlocks); look up "
+                  "again before AllocateSlots"));
     }
   }
 }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 
 #include "prefixsim/status.h"
 
@@ -302,15 +301,11 @@ bool KvCacheState::TakePendingHit(RequestState& st, int64_t num_computed_tokens,
     }
     return false;
   }
-  if (!st.has_pending || st.pending_hit != num_new_computed_tokens) {
-    std::fprintf(stderr,
-                 "KvCacheManager: AllocateSlots(request %llu, num_new_computed_tokens=%lld) "
-                 "without a matching GetComputedBlocks hit (%lld)\n",
-                 static_cast<unsigned long long>(st.request->id),
-                 static_cast<long long>(num_new_computed_tokens),
-                 static_cast<long long>(st.has_pending ? st.pending_hit : 0));
-  }
-  PREFIXSIM_CHECK(st.has_pending && st.pending_hit == num_new_computed_tokens);
+  PREFIXSIM_CHECK_MSG(
+      st.has_pending && st.pending_hit == num_new_computed_tokens,
+      ("KvCacheManager: AllocateSlots(request ", st.request->id,
+       ", num_new_computed_tokens=", num_new_computed_tokens,
+       ") without a matching GetComputedBlocks hit (", st.has_pending ? st.pending_hit : 0, ")"));
   PREFIXSIM_CHECK(num_computed_tokens == 0);
   ValidatePending(st);
   return true;

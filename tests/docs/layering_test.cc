@@ -139,5 +139,34 @@ TEST(LayeringTest, PublicHeadersIncludeNothingInternal) {
   EXPECT_GT(headers, 5);
 }
 
+// The library reports through Status, results and callbacks; only the CLI and programs of their
+// own (a file with a main) print. Aborting on a broken invariant (PREFIXSIM_CHECK) is not
+// printing.
+TEST(LayeringTest, TheLibraryPrintsNothing) {
+  const fs::path root(PREFIXSIM_SOURCE_DIR);
+  static const std::regex kPrint(
+      R"re(\b(printf|fprintf|puts|fputs|perror)\s*\(|std::(cout|cerr|clog)\b)re");
+  static const std::regex kMain(R"re(^\s*int\s+main\s*\()re");
+  int checked = 0;
+  for (const fs::path& file : Sources(root / "sim")) {
+    const std::string rel = fs::relative(file, root).string();
+    if (rel.rfind("sim/cli/", 0) == 0) continue;
+    std::ifstream in(file);
+    std::vector<std::string> lines;
+    bool has_main = false;
+    for (std::string l; std::getline(in, l);) {
+      has_main = has_main || std::regex_search(l, kMain);
+      lines.push_back(l);
+    }
+    if (has_main) continue;
+    ++checked;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string code = lines[i].substr(0, lines[i].find("//"));
+      EXPECT_FALSE(std::regex_search(code, kPrint)) << rel << ":" << i + 1 << ": " << lines[i];
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
 }  // namespace
 }  // namespace prefixsim
