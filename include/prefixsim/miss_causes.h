@@ -17,16 +17,17 @@ enum class MissCause : uint8_t {
   kHit,              // the real hit
   kAlignment,        // cached in every group at its own block, cut back to the hit alignment A
   kNotCheckpointed,  // computed on this replica, but a group never cached it there
+  kSparseRetention,  // ... because the retention interval dropped it (dense retention keeps it)
   kInFlight,         // being computed by another request on this replica, not yet computed
   kEvicted,          // computed before and cached since, no copy left
   kElsewhere,        // cached on another replica when the request arrived (a routing miss)
   kCompulsory,       // no replica had computed it when the request arrived
   kTail,             // no lookup rule lets it hit: the L-1 cap, the partial last block
 };
-inline constexpr int kNumMissCauses = 8;
+inline constexpr int kNumMissCauses = 9;
 
-// "hit", "alignment", "not_checkpointed", "in_flight", "evicted", "elsewhere", "compulsory",
-// "tail".
+// "hit", "alignment", "not_checkpointed", "sparse_retention", "in_flight", "evicted",
+// "elsewhere", "compulsory", "tail".
 std::string_view MissCauseName(MissCause cause);
 
 // What broke the chain of evicted tokens: the kind of the group whose own lookup came back

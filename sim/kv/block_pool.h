@@ -71,23 +71,29 @@ inline uint32_t GroupTag(int group, const HashPair& h) {
 // cache events (a router's view, fleet_index.h), read for one replica; the same finders run on
 // both. Lookup returns a positive value (the pool: the first block cached under the key) or
 // kNoBlock.
-// Told of every block the pool evicts, with its group and hash: miss attribution's records of
-// what a cache computed and lost (ever_cached_index.h, shadow_index.h).
+// Told of every block the pool evicts, with its group and hash, and of every block a sparse
+// retention interval left unpublished that dense retention would have published: miss
+// attribution's records of what a cache computed and lost (ever_cached_index.h, shadow_index.h).
 class EvictionObserver {
  public:
   virtual ~EvictionObserver() = default;
   virtual void OnEvicted(int group, const HashPair& h) = 0;
+  virtual void OnRetentionDropped(int /*group*/, const HashPair& /*h*/) {}
 };
 
 class HitIndex {
  public:
   HitIndex(const PrefixIndex* index, int64_t* collisions)
       : index_(index), collisions_(collisions) {}
-  // `index`, then `fallback` and `fallback2` for the keys it has no entry for (the pool's index
-  // and miss attribution's record of what it evicted, ever_cached_index.h).
-  HitIndex(const PrefixIndex* index, const PrefixIndex* fallback, const PrefixIndex* fallback2,
+  // `index`, then the `num_fallbacks` tables of `fallbacks` in order for the keys it has no entry
+  // for (the pool's index and miss attribution's records of what it evicted and what a retention
+  // interval dropped, ever_cached_index.h).
+  HitIndex(const PrefixIndex* index, const PrefixIndex* const* fallbacks, int num_fallbacks,
            int64_t* collisions)
-      : index_(index), fallback_(fallback), fallback2_(fallback2), collisions_(collisions) {}
+      : index_(index),
+        fallbacks_(fallbacks),
+        num_fallbacks_(num_fallbacks),
+        collisions_(collisions) {}
   // The fleet's index read for one replica: an entry's value is a row of `replica_rows` (value
   // 1 + row, each row a bitset of the replicas holding the key), and a key counts as cached only
   // where `replica`'s bit is set.
@@ -102,10 +108,7 @@ class HitIndex {
   BlockId Lookup(int group, const HashPair& h) const {
     const uint64_t key = h.hash ^ GroupSalt(group);
     const PrefixIndex::Slot* slot = index_->Find(key);
-    if (slot == nullptr && fallback_ != nullptr) {
-      slot = fallback_->Find(key);
-      if (slot == nullptr) slot = fallback2_->Find(key);
-    }
+    for (int f = 0; slot == nullptr && f < num_fallbacks_; ++f) slot = fallbacks_[f]->Find(key);
     if (slot == nullptr) return kNoBlock;
     // The slot carries the verifier, so a hit reads one slot only. Equal key and tag mean equal
     // (hash, group) and 32 more bits of the check value.
@@ -124,8 +127,8 @@ class HitIndex {
 
  private:
   const PrefixIndex* index_;
-  const PrefixIndex* fallback_ = nullptr;
-  const PrefixIndex* fallback2_ = nullptr;
+  const PrefixIndex* const* fallbacks_ = nullptr;
+  int num_fallbacks_ = 0;
   int64_t* collisions_;
   const uint64_t* rows_ = nullptr;  // the replica's word of row 0
   size_t words_per_row_ = 0;
@@ -155,10 +158,17 @@ class BlockPool {
 
   // `observer` is told of every block evicted. Null: none. Not owned.
   void set_eviction_observer(EvictionObserver* observer) { eviction_observer_ = observer; }
-  // The pool's index, then `fallback` and `fallback2` for the keys it has no entry for.
-  HitIndex hit_index_with(const PrefixIndex* fallback, const PrefixIndex* fallback2,
+  // Whether anyone is told of the blocks a retention mask drops (NoteRetentionDropped).
+  bool observes_retention_drops() const { return eviction_observer_ != nullptr; }
+  // A group's caching left block `h` unpublished under the plan's retention interval, where
+  // dense retention would have published it.
+  void NoteRetentionDropped(int group, const HashPair& h) const {
+    if (eviction_observer_ != nullptr) eviction_observer_->OnRetentionDropped(group, h);
+  }
+  // The pool's index, then `fallbacks` for the keys it has no entry for.
+  HitIndex hit_index_with(const PrefixIndex* const* fallbacks, int num_fallbacks,
                           int64_t* collisions) const {
-    return HitIndex(&index_, fallback, fallback2, collisions);
+    return HitIndex(&index_, fallbacks, num_fallbacks, collisions);
   }
   KvEventSink* event_sink() const { return event_sink_; }
 

@@ -179,16 +179,16 @@ PrefixHit KvCacheState::GetComputedBlocks(KvRequestHandle h) {
 
 // The same lookup on what every group ever cached: the prefix the plan checkpointed, which a
 // cache that never evicted would serve (what lies beyond it was never cached).
-int64_t KvCacheState::CheckpointedHit(const RequestState& st) {
+int64_t KvCacheState::CheckpointedHit(const RequestState& st, bool dense) {
   PREFIXSIM_CHECK(attributor_ != nullptr);
   // Without a record every group caches what it publishes (EnableMissAttribution): the published
   // prefix, to which the attributor clamps this, was checkpointed.
   if (ever_cached_ == nullptr) return st.num_tokens;
   const int64_t max_hit = st.num_tokens - 1;
   if (max_hit <= 0) return 0;
-  return coord_.FindLongestCacheHit(ever_cached_->hit_index(), st.hashes.data(),
-                                    static_cast<int64_t>(st.hashes.size()), max_hit,
-                                    coord_.hash_block_size(), lookup_scratch());
+  return coord_.FindLongestCacheHit(
+      dense ? ever_cached_->dense_hit_index() : ever_cached_->hit_index(), st.hashes.data(),
+      static_cast<int64_t>(st.hashes.size()), max_hit, coord_.hash_block_size(), lookup_scratch());
 }
 
 // The token counts of an AllocateSlots call (docs/semantics.md §10.1).

@@ -64,8 +64,9 @@ class KvCacheState {
   // Block lists, one per group, for lookups that read only the hit.
   std::vector<BlockId>* lookup_scratch() { return lookup_scratch_.data(); }
   // With miss attribution: the request's lookup at H on what every group ever cached (at least
-  // the published prefix, without a record: see EnableMissAttribution).
-  int64_t CheckpointedHit(const RequestState& st);
+  // the published prefix, without a record: see EnableMissAttribution); `dense`: and on what the
+  // retention interval dropped (what dense retention would have cached).
+  int64_t CheckpointedHit(const RequestState& st, bool dense);
   const RequestTable& requests() const { return requests_; }
   KvCacheCounters& counters() { return counters_; }
   void set_fast_path(bool on) { fast_path_ = on; }

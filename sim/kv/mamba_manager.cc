@@ -199,12 +199,17 @@ int64_t MambaManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPair* f
                                   int64_t step_end, const CacheRequest& request) const {
   int64_t i = 0;
   const HashPair* h = StateToPublish(fine, limit, step_end, &i);
-  if (h != nullptr && !RetainsStateAt(step_end, request)) h = nullptr;
+  // Dense retention keeps every state a step ends on: one the interval drops is recorded.
+  const bool dropped = h != nullptr && !RetainsStateAt(step_end, request);
   const int64_t limit_blocks = limit / block_size_;
   int64_t n = 0;
   for (size_t k = 0; k < run.size(); ++k) {
     GroupBlocks& g = run[k];
-    if (h != nullptr && i < StateBlocks(g)) {
+    if (dropped && i < StateBlocks(g) && g.blocks[i] != kNullBlock &&
+        !pool_->is_cached(g.blocks[i])) {
+      pool_->NoteRetentionDropped(group_id_ + static_cast<int>(k), *h);
+    }
+    if (h != nullptr && !dropped && i < StateBlocks(g)) {
       const BlockId b = g.blocks[i];
       if (b != kNullBlock && !pool_->is_cached(b) &&
           pool_->Cache(b, group_id_ + static_cast<int>(k), *h)) {

@@ -57,7 +57,7 @@ void MissAttributor::LeaveInFlight(uint64_t hash) {
 MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, int64_t num_fine,
                                           int64_t num_tokens, const PrefixHit& hit,
                                           const ArrivalSighting& sighting,
-                                          absl::FunctionRef<int64_t()> checkpointed_hit) const {
+                                          absl::FunctionRef<int64_t(bool)> checkpointed_hit) const {
   const Record& r = At(slot);
   const int64_t unit = shadow_->unit();
   const int64_t drop = shadow_->drop_eagle() ? unit : 0;
@@ -85,9 +85,14 @@ MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, i
   t.hit = hit.hit_tokens;
   t.fine_hit = std::max(t.hit, std::min(r.fine_hit, cap));
   t.published = std::max(t.fine_hit, usable(published * unit));
-  t.checkpointed = t.published > t.fine_hit
-                       ? std::clamp(std::min(checkpointed_hit(), cap), t.fine_hit, t.published)
-                       : t.fine_hit;
+  t.checkpointed =
+      t.published > t.fine_hit
+          ? std::clamp(std::min(checkpointed_hit(/*dense=*/false), cap), t.fine_hit, t.published)
+          : t.fine_hit;
+  t.dense =
+      t.published > t.checkpointed
+          ? std::clamp(std::min(checkpointed_hit(/*dense=*/true), cap), t.checkpointed, t.published)
+          : t.checkpointed;
   t.shadow_hit = std::max(t.published, std::min(shadow_->HitTokens(alive), cap));
   t.in_flight = std::max(t.shadow_hit, usable(pending * unit));
   t.computed_here = std::max(t.in_flight, usable(computed_here * unit));
@@ -101,7 +106,8 @@ MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, i
   set(MissCause::kHit, t.hit);
   set(MissCause::kAlignment,
       (t.fine_hit - t.hit) + (t.shadow_hit - t.published) + (t.held_elsewhere - t.elsewhere));
-  set(MissCause::kNotCheckpointed, t.published - t.checkpointed);
+  set(MissCause::kNotCheckpointed, t.published - t.dense);
+  set(MissCause::kSparseRetention, t.dense - t.checkpointed);
   set(MissCause::kInFlight, t.in_flight - t.shadow_hit);
   set(MissCause::kEvicted, (t.checkpointed - t.fine_hit) + (t.computed_here - t.in_flight) +
                                (t.fleet_known - t.held_elsewhere));
@@ -188,9 +194,9 @@ MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
   KvCacheState& state = *manager.impl();
   PREFIXSIM_CHECK(state.attributor() != nullptr);
   const RequestState& st = state.requests()[request];
-  return state.attributor()->Attribute(request.slot, st.hashes.data(),
-                                       static_cast<int64_t>(st.hashes.size()), st.num_tokens, hit,
-                                       sighting, [&] { return state.CheckpointedHit(st); });
+  return state.attributor()->Attribute(
+      request.slot, st.hashes.data(), static_cast<int64_t>(st.hashes.size()), st.num_tokens, hit,
+      sighting, [&](bool dense) { return state.CheckpointedHit(st, dense); });
 }
 
 }  // namespace prefixsim::kv

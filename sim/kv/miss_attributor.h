@@ -45,13 +45,13 @@ class MissAttributor {
   void OnFreed(uint32_t slot, const HashPair* fine);
 
   // The causes of the admission whose lookup returned `hit` (miss_attribution.h AttributeMiss).
-  // `checkpointed_hit` is the same lookup at H on what every group ever cached
-  // (ever_cached_index.h); it is a whole lookup, so it is asked only when a published prefix was
-  // missed.
+  // `checkpointed_hit(dense)` is the same lookup at H on what every group ever cached, and with
+  // `dense` on what the retention interval dropped too (ever_cached_index.h); each is a whole
+  // lookup, so it is asked only when a published prefix was missed.
   MissAttribution Attribute(uint32_t slot, const HashPair* fine, int64_t num_fine,
                             int64_t num_tokens, const PrefixHit& hit,
                             const ArrivalSighting& sighting,
-                            absl::FunctionRef<int64_t()> checkpointed_hit) const;
+                            absl::FunctionRef<int64_t(bool)> checkpointed_hit) const;
 
  private:
   // What attribution keeps per request: the U-blocks [in_flight_from, in_flight_to) it counted in
@@ -70,6 +70,7 @@ class MissAttributor {
     int64_t hit;             // the real lookup
     int64_t fine_hit;        // the same lookup at H instead of A
     int64_t checkpointed;    // ... on what every group ever cached (a cache that never evicted)
+    int64_t dense;           // ... and on what the retention interval dropped
     int64_t published;       // the shadow's prefix some holder was allowed to publish
     int64_t shadow_hit;      // the shadow's hit: every computed U-block published, no round-down
     int64_t in_flight;       // ... and the U-blocks running requests are computing

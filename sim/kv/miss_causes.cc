@@ -12,6 +12,8 @@ std::string_view MissCauseName(MissCause cause) {
       return "alignment";
     case MissCause::kNotCheckpointed:
       return "not_checkpointed";
+    case MissCause::kSparseRetention:
+      return "sparse_retention";
     case MissCause::kInFlight:
       return "in_flight";
     case MissCause::kEvicted:

@@ -98,7 +98,14 @@ int64_t SingleTypeManager::CacheBlocks(absl::Span<GroupBlocks> run, const HashPa
     const int64_t num_full = std::min<int64_t>(limit_blocks, g.blocks.size());
     for (int64_t i = g.num_cached; i < num_full; ++i) {
       const BlockId b = g.blocks[i];
-      if (b == kNullBlock || pool_->is_cached(b) || !Reachable(i, request)) continue;
+      if (b == kNullBlock || pool_->is_cached(b)) continue;
+      if (!Reachable(i, request, params_.retention_interval)) {
+        if (params_.retention_interval && pool_->observes_retention_drops() &&
+            Reachable(i, request, std::nullopt)) {
+          pool_->NoteRetentionDropped(group, BlockHash(fine, i));
+        }
+        continue;
+      }
       if (pool_->Cache(b, group, BlockHash(fine, i))) ++n;
     }
     g.num_cached = std::max(g.num_cached, num_full);

@@ -139,9 +139,13 @@ class SingleTypeManager {
   virtual bool NeedsCopyOnWrite(const std::vector<BlockId>& hit, int64_t hit_tokens) const;
 
  protected:
-  // Whether block i is published at all (the retention masks of docs/semantics.md §10.2; vLLM's
-  // reachable_block_mask): every block but for sliding-window and mamba groups.
-  virtual bool Reachable(int64_t /*i*/, const CacheRequest& /*request*/) const { return true; }
+  // Whether block i is published at all under retention interval `retention` (nullopt: dense;
+  // the retention masks of docs/semantics.md §10.2; vLLM's reachable_block_mask): every block but
+  // for sliding-window and mamba groups.
+  virtual bool Reachable(int64_t /*i*/, const CacheRequest& /*request*/,
+                         const std::optional<int64_t>& /*retention*/) const {
+    return true;
+  }
   // The positions a sparse retention keeps checkpoints at, floored to A: the prompt's replay
   // boundary (its end less one token, or less replay_boundary_shift) and the shared-prefix
   // junction. Boundaries at 0 are left out.
@@ -209,7 +213,8 @@ class SlidingWindowManager : public SingleTypeManager {
   int64_t NeedBlocks(bool drop_eagle) const;
 
  protected:
-  bool Reachable(int64_t i, const CacheRequest& request) const override;
+  bool Reachable(int64_t i, const CacheRequest& request,
+                 const std::optional<int64_t>& retention) const override;
 };
 
 // Chunked local attention (docs/semantics.md §9.2, §10.3).

@@ -37,13 +37,13 @@ int64_t SlidingWindowManager::MaxAdmissionTokens(int64_t max_in_flight_tokens,
 // for an EAGLE group). Dense retention: before every A boundary (with need >= A/B, every block);
 // N tokens: before every N boundary, and, as with 0, before the request's replay boundary and
 // shared-prefix junction.
-bool SlidingWindowManager::Reachable(int64_t i, const CacheRequest& request) const {
+bool SlidingWindowManager::Reachable(int64_t i, const CacheRequest& request,
+                                     const std::optional<int64_t>& retention) const {
   const int64_t alignment = params_.hit_alignment;
   if (alignment % block_size_ != 0) return true;
   const bool eagle = spec_.is_eagle_group;
   const int64_t need = NeedBlocks(eagle);
   const int64_t shift = eagle ? 1 : 0;
-  const std::optional<int64_t>& retention = params_.retention_interval;
   const int64_t segment = retention ? *retention : alignment;
   if (segment > 0) {
     const int64_t per_segment = segment / block_size_;

@@ -492,11 +492,13 @@ std::string BlockSizeCliff(const std::vector<ReplayResult>& results) {
 // ---- why tokens missed ----
 
 // One colour per cause on the whole page, apart from the policies' palette: green for the hit,
-// reds for what a block-size policy recovers (alignment, not_checkpointed), yellow for work in
-// progress, purple for what memory recovers (evicted), teal for what a router recovers
-// (elsewhere), greys for what nothing recovers (compulsory, tail). In MissCause order.
-constexpr const char* kCauseColors[kNumMissCauses] = {"#4e9f50", "#b8312f", "#e8746a", "#edc948",
-                                                      "#8f6bb3", "#3fa3a6", "#7f7f7f", "#c7c7c7"};
+// reds for what a block-size policy recovers (alignment, not_checkpointed), orange for what the
+// retention interval recovers (sparse_retention), yellow for work in progress, purple for what
+// memory recovers (evicted), teal for what a router recovers (elsewhere), greys for what nothing
+// recovers (compulsory, tail). In MissCause order.
+constexpr const char* kCauseColors[kNumMissCauses] = {"#4e9f50", "#b8312f", "#e8746a",
+                                                      "#f28e2b", "#edc948", "#8f6bb3",
+                                                      "#3fa3a6", "#7f7f7f", "#c7c7c7"};
 
 // What each cause means, in MissCause order (docs/design.md §7 has the exact definitions).
 constexpr const char* kCauseMeanings[kNumMissCauses] = {
@@ -505,10 +507,14 @@ constexpr const char* kCauseMeanings[kNumMissCauses] = {
     "kept it unpublished (the PR #53007 case), or every group has it cached at its own block "
     "boundary and the hit is cut back to a multiple of the hit alignment A, or another replica "
     "holds it but could not serve it either. A block-size policy recovers it.",
-    "computed and published on this replica, but a group never cached what a hit there needs: "
-    "a mamba state between checkpoints (no step ended there) or skipped in a verify step, a "
-    "sliding window never whole, a state the retention interval drops. No pool size recovers "
-    "it; the plan can.",
+    "computed and published on this replica, but a group never cached what a hit there needs, "
+    "under any retention interval: a mamba state between checkpoints (no step ended there) or "
+    "skipped in a verify step, a sliding window never whole. No pool size recovers it; the plan "
+    "can.",
+    "computed and published on this replica, but the retention interval "
+    "(prefix_cache_retention_interval) left unpublished a sliding window or mamba state that "
+    "dense retention would have cached (vLLM's sparse-retention misses). Dense retention, or a "
+    "smaller interval, recovers it.",
     "another request on this replica is computing it right now.",
     "computed before (in a hybrid plan: cached by every group) and evicted since; the table "
     "names the group kind whose lookup broke the chain (or other_replica). More KV memory "

@@ -94,5 +94,23 @@ TEST(MissAttributionTest, ElsewhereIsWhatARouterCouldHaveRecovered) {
   }
 }
 
+// gpt-oss-20b (full attention and a 128-token sliding window) on the sample chat, with memory to
+// spare: under vLLM's default retention 0 the windows a follow-up turn needs were never
+// published, and those tokens are `sparse_retention`: exactly what dense retention hits more.
+TEST(MissAttributionTest, SparseRetentionIsWhatDenseRetentionWouldHaveHit) {
+  const std::string args = "--trace " + kSrc +
+                           "/traces/sample_chat.jsonl --model gpt-oss-20b --engine gpt-oss-20b "
+                           "--prefix-cache-retention-interval ";
+  const Json zero = Replay("retention_0", args + "0");
+  const Json dense = Replay("retention_dense", args + "dense");
+  auto tokens = [](const Json& r, const char* cause) {
+    return r["miss_causes"]["first_admissions"]["tokens_by_cause"][cause].get<int64_t>();
+  };
+  EXPECT_GT(tokens(zero, "sparse_retention"), 0);
+  EXPECT_EQ(tokens(dense, "sparse_retention"), 0);
+  EXPECT_EQ(tokens(dense, "evicted"), 0) << "the pool is meant not to bind";
+  EXPECT_EQ(tokens(zero, "hit") + tokens(zero, "sparse_retention"), tokens(dense, "hit"));
+}
+
 }  // namespace
 }  // namespace prefixsim

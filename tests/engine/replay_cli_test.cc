@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "prefixsim/miss_causes.h"
 #include "tests/cli_runner.h"
 
 namespace prefixsim {
@@ -177,7 +178,7 @@ TEST(CompareCliTest, SideBySideJsonAndSelfContainedHtml) {
   EXPECT_NE(r.output.find("miss: the first admissions' tokens by cause"), std::string::npos);
   // The JSON has the miss-cause deltas the text and page show, each the difference of the two.
   const auto& causes = j["deltas"][0]["miss_tokens_by_cause"];
-  ASSERT_EQ(causes.size(), 8u) << j["deltas"][0].dump();
+  ASSERT_EQ(causes.size(), static_cast<size_t>(kNumMissCauses)) << j["deltas"][0].dump();
   for (const auto& item : causes.items()) {
     const std::string cause = item.key();
     auto of = [&](int i) {

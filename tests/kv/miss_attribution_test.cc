@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -304,7 +305,7 @@ TEST(MissAttributionTest, ElsewhereIsARoutingMiss) {
   const std::string text = csv.str();
   EXPECT_NE(text.find(",elsewhere_replica,replica,routing_regret_tokens\n"), std::string::npos)
       << text;
-  EXPECT_NE(text.find(",elsewhere,0,0,0,0,20,0,2,0,1,20\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(",elsewhere,0,0,0,0,0,20,0,2,0,1,20\n"), std::string::npos) << text;
   engine.fleet.router = "kv_aware";
   const ReplayResult kv = MustReplay(plan, engine, reqs);
   EXPECT_EQ(kv.per_request[1].miss.of(MissCause::kHit), 20);
@@ -435,6 +436,34 @@ TEST(MissAttributionTest, ArrivalSightingAsksEveryReplicasRecord) {
   s = kv::SightAtArrival(caches, 0, arrival, &scratch);
   EXPECT_EQ(s.fleet_known_tokens, 60);
   EXPECT_EQ(s.elsewhere_tokens, 40);
+}
+
+// A sliding window of 9 tokens on 4-token blocks next to full attention (the plan of
+// RetentionTest.SlidingWindowKeepsTheWindowBeforeEachCheckpoint): a 40-token document, then a
+// prompt sharing its first 24 tokens. Dense retention hits 24; 16 keeps the window before 16 and
+// hits 16; 0 keeps only the window before the document's replay boundary and hits nothing. What
+// dense retention would have hit and the interval dropped is `sparse_retention`, not
+// `not_checkpointed` (what no retention caches).
+TEST(MissAttributionTest, WhatTheRetentionIntervalDroppedIsSparseRetention) {
+  struct Case {
+    std::optional<int64_t> retention;
+    int64_t hit, sparse_retention;
+  };
+  for (const Case& c : {Case{std::nullopt, 24, 0}, Case{16, 16, 8}, Case{0, 0, 24}}) {
+    SCOPED_TRACE(c.retention ? std::to_string(*c.retention) : "dense");
+    KvPlan plan = Plan(
+        {Group(LayerKind::kFullAttention, 4), Group(LayerKind::kSlidingWindow, 4, 9)}, 64, 4, 4, 4);
+    plan.retention_interval = c.retention;
+    Attributed a(plan);
+    const Request doc = Literal(1, Iota(40));
+    a.Admit(doc);
+    a.Finish(doc);
+    const std::vector<uint32_t> shared = Iota(24);
+    const MissAttribution m = a.Admit(Literal(2, Concat(shared, Iota(10, 900))));
+    EXPECT_EQ(Of(m, MissCause::kHit), c.hit);
+    EXPECT_EQ(Of(m, MissCause::kSparseRetention), c.sparse_retention);
+    EXPECT_EQ(Of(m, MissCause::kNotCheckpointed), 0);
+  }
 }
 
 // Where the pool is the cache the shadow would keep (one full-attention or MLA group at U), the

@@ -71,14 +71,14 @@ std::vector<ReplayResult> HandMade() {
   for (int i = 0; i < 20; ++i) {
     const double t = i;
     if (i < 10) {
-      old_r.per_request.push_back(Attributed(i, t, {0, 0, 0, 0, 0, 0, 45, 5}));
-      new_r.per_request.push_back(Attributed(i, t, {0, 0, 0, 0, 0, 0, 45, 5}));
+      old_r.per_request.push_back(Attributed(i, t, {0, 0, 0, 0, 0, 0, 0, 45, 5}));
+      new_r.per_request.push_back(Attributed(i, t, {0, 0, 0, 0, 0, 0, 0, 45, 5}));
     } else {
-      old_r.per_request.push_back(Attributed(i, t, {20, 0, 15, 0, 0, 0, 10, 5}));
+      old_r.per_request.push_back(Attributed(i, t, {20, 0, 15, 0, 0, 0, 0, 10, 5}));
       new_r.per_request.push_back(
           Attributed(i, t,
-                     i == 15 ? std::array<int64_t, kNumMissCauses>{25, 0, 0, 0, 10, 0, 10, 5}
-                             : std::array<int64_t, kNumMissCauses>{35, 0, 0, 0, 0, 0, 10, 5}));
+                     i == 15 ? std::array<int64_t, kNumMissCauses>{25, 0, 0, 0, 0, 10, 0, 10, 5}
+                             : std::array<int64_t, kNumMissCauses>{35, 0, 0, 0, 0, 0, 0, 10, 5}));
     }
   }
   new_r.per_request[15].miss.evicted_by = EvictionBreaker::kSlidingWindow;
@@ -92,9 +92,9 @@ std::vector<ReplayResult> HandMade() {
 TEST(HtmlMissCausesTest, HandMadeTotalsAreWhatTheTestSays) {
   const std::vector<ReplayResult> r = HandMade();
   EXPECT_EQ(r[0].miss_causes.first.tokens,
-            (std::array<int64_t, kNumMissCauses>{200, 0, 150, 0, 0, 0, 550, 100}));
+            (std::array<int64_t, kNumMissCauses>{200, 0, 150, 0, 0, 0, 0, 550, 100}));
   EXPECT_EQ(r[1].miss_causes.first.tokens,
-            (std::array<int64_t, kNumMissCauses>{340, 0, 0, 0, 10, 0, 550, 100}));
+            (std::array<int64_t, kNumMissCauses>{340, 0, 0, 0, 0, 10, 0, 550, 100}));
   EXPECT_EQ(r[0].miss_causes.first.admissions, 20);
   EXPECT_EQ(r[1].miss_causes.first.evicted_tokens_by,
             (std::array<int64_t, kNumEvictionBreakers>{0, 0, 10, 0, 0, 0}));
@@ -218,7 +218,7 @@ TEST(HtmlMissCausesTest, TableHasTokensSharesDeltasAndBreakers) {
 TEST(HtmlMissCausesTest, PreemptedReadmissionsGetASecondBarPerPolicy) {
   std::vector<ReplayResult> results = HandMade();
   MissAttribution again;
-  again.tokens = {60, 0, 0, 0, 30, 0, 0, 10};
+  again.tokens = {60, 0, 0, 0, 0, 30, 0, 0, 10};
   results[1].miss_causes.preempted.Add(again);
   const std::string page = ComparisonHtml(results, "misses");
   const std::string chart =
