@@ -153,16 +153,14 @@ void ShadowIndex::MaybeSweep() {
     }
     return true;
   });
-  BoundRecord();
-  next_sweep_ = std::max<size_t>(4096, 2 * map_.size());
-}
-
-void ShadowIndex::BoundRecord() {
+  // Two generations, so that bounding the record costs nothing per block: the older one is
+  // dropped whole when the newer one fills half the bound.
   if (max_retired_ > 0 && static_cast<int64_t>(retired_.size()) >= max_retired_ / 2) {
     forgotten_ += static_cast<int64_t>(retired_before_.size());
     retired_before_ = std::move(retired_);
     retired_.clear();
   }
+  next_sweep_ = std::max<size_t>(4096, 2 * map_.size());
 }
 
 void ShadowIndex::OnEvicted(int group, const HashPair& h) {

@@ -132,9 +132,6 @@ class ShadowIndex final : public EvictionObserver {
   // Drops (KeepComputed: retires) dead entries once the map has doubled since the last sweep
   // (amortized O(1)).
   void MaybeSweep();
-  // Two generations, so that bounding the record costs nothing per block: the older one is
-  // dropped whole when the newer one fills half the bound.
-  void BoundRecord();
   // Whether the pool holds U-block j (ReadPool).
   bool InPool(const HashPair* fine, int64_t j) const {
     return pool_->Lookup(pool_group_, BlockHash(fine, j)) != kNoBlock;
