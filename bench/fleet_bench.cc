@@ -19,6 +19,7 @@
 
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_plan.h"
+#include "prefixsim/replay.h"
 #include "prefixsim/trace.h"
 
 namespace prefixsim {

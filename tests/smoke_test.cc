@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "prefixsim/status.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -14,6 +14,7 @@
 #include "prefixsim/engine_config.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/model.h"
+#include "prefixsim/replay.h"
 #include "prefixsim/report.h"
 #include "prefixsim/trace.h"
 

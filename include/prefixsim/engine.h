@@ -3,17 +3,16 @@
 // speculative decoding and a step-time cost model drive a KvCacheManager; the result holds the
 // prefix-cache statistics as vLLM logs them, the loss to the hit alignment, and latency.
 //
-// Decisions (change them here and in sim/engine/simulator.cc):
+// Decisions:
 //  * Prompts longer than max_model_len are skipped and counted (vLLM rejects them at input
 //    processing), and so is a prompt of exactly max_model_len (no room for an output token) and
 //    an empty prompt. A request that cannot fit even in an otherwise empty KV cache is skipped
 //    and counted as does_not_fit (vLLM would wait forever). Nothing is truncated.
 //  * Outputs: at least 1 token (vLLM's max_tokens >= 1), at most max_model_len - prompt.
-//  * Determinism: all randomness comes from one std::mt19937_64 stream (produced by
-//    sim/spec/mt19937_64.h) seeded with ReplayOptions::seed and drawn in batch order, so equal
-//    inputs give equal results. wall_time_s is the one field
-//    that differs; reports omit it on request (ReportOptions::include_wall_time, CLI
-//    --no-wall-time), and byte-identity tests use that.
+//  * Determinism: all randomness comes from one mt19937_64 stream (the standard's engine, drawn
+//    the same on every platform) seeded with ReplayOptions::seed and drawn in batch order, so
+//    equal inputs give equal results. wall_time_s is the one field that differs; reports omit
+//    it on request (ReportOptions::include_wall_time).
 //  * Timing: a step starts when the previous one ends (no async scheduling overlap); tokens of a
 //    step are produced at its end (TTFT = end of the step that finishes the prefill - arrival).
 //  * Preemption victim: FCFS (the last running request); priority scheduling is not modelled.
@@ -61,7 +60,7 @@ struct ReplayOptions {
   bool record_requests = true;
   // Streams the records instead: each goes here, in trace order, as soon as it and every
   // earlier one are final; per_request stays empty and memory stays bounded by the requests in
-  // flight. (--replicas auto calls it for the chosen fleet only.)
+  // flight. (ReplayWithFleetSizing calls it for the chosen fleet only.)
   std::function<void(const RequestRecord&)> record_sink;
   // Requests in the sliding window of vLLM's logged hit rate (docs/semantics.md §12,
   // CachingMetrics).
@@ -73,7 +72,7 @@ struct ReplayOptions {
   bool attribute_misses = true;
   // The bound on what miss attribution remembers of prefixes the replicas computed and no
   // longer hold (the oracle behind `evicted`), which otherwise grows with every distinct prefix
-  // of the trace (at most about 32 bytes per U-block, sim/kv/miss_attribution.h). Split evenly
+  // of the trace (at most about 32 bytes per U-block). Split evenly
   // over a fleet's replicas; past it each forgets its oldest half, MissCauseStats::
   // forgotten_blocks counts what was forgotten, and some `evicted` tokens count as `elsewhere`
   // or `compulsory`. 0: no bound.
@@ -83,7 +82,7 @@ struct ReplayOptions {
   std::function<void(const ReplayProgress&)> progress;
   int64_t progress_interval_requests = 500;
   // Analytic cost model: active parameters per forward pass (all ranks); 0 = estimated from the
-  // model's layer count (sim/cost/analytic.cc).
+  // model's layer count.
   double cost_active_params = 0;
   // Null, or a flag that a signal handler sets to the signal's number (SIGINT, SIGTERM): once it
   // is non-zero the replay stops before its next event and returns what it simulated so far,
@@ -97,15 +96,14 @@ struct ReplayOptions {
   int64_t max_preemptions_without_finish = 10000;
   int64_t max_steps_without_finish = -1;
   // The sink of replica r's KV cache events (vLLM's BlockStored / BlockRemoved, one batch per
-  // step; sim/events), called once per replica as it is built; null or empty: none. Not owned:
+  // step), called once per replica as it is built; null or empty: none. Not owned:
   // each sink must outlive the replay.
   std::function<KvEventSink*(int replica)> kv_event_sink;
   // The threads a fleet's replicas step on between two arrivals (conservative synchronisation:
   // every replica runs up to the next arrival, then the router decides). The report is the same
   // for every count. <= 0: the machine's cores. With kv_event_sink sinks the replicas run on one
   // thread unless every sink delivers in run order (KvEventSink::DeliversInRunOrder). The
-  // threads are the process's one pool (sim/util/parallel_for.h), shared with compare's and
-  // sweep's.
+  // threads are the process's one pool, shared by every replay the process runs at once.
   int threads = 1;
 };
 
@@ -178,8 +176,8 @@ struct RequestRecord {
   // their sum over the requests).
   int64_t readmission_hit_tokens = 0;
   int32_t replica = 0;  // the fleet replica that served it
-  // Fleets: the hit the best replica would have given at arrival minus the chosen one's (its
-  // lookup on the exact view, sim/fleet/cache_view.h).
+  // Fleets: the hit the best replica would have given at arrival minus the chosen one's (their
+  // lookups on the exact view of the caches).
   int64_t routing_regret_tokens = 0;
   MissAttribution miss;  // at the first admission (all zero if not admitted or not attributed)
   // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt", or
@@ -197,7 +195,7 @@ struct ReplicaSummary {
   double mean_kv_usage = 0;  // step-weighted
 };
 
-// One fleet size tried by --replicas auto.
+// One fleet size tried by ReplayWithFleetSizing.
 struct AutoSizeProbe {
   int replicas = 0;
   int64_t sim_time_ns = 0;
@@ -211,20 +209,20 @@ struct AutoSizeProbe {
   bool overloaded = false;
 };
 
-// Present when the replay ran a fleet (more than one replica, or --replicas auto).
+// Present when the replay ran a fleet (more than one replica, or FleetConfig::auto_replicas).
 struct FleetSummary {
   int replicas = 1;
   std::string router;
   double overlap_weight = 0;  // kv_aware routers only
   std::vector<ReplicaSummary> per_replica;
   double imbalance = 0;  // max / mean requests per replica (1 = perfectly even)
-  // --replicas auto: the smallest fleet with sim_time <= 1.1 x trace span and p99 TTFT within
-  // the SLO, and every size tried, in the order tried.
+  // FleetConfig::auto_replicas: the smallest fleet with sim_time <= 1.1 x trace span and p99 TTFT
+  // within the SLO, and every size tried, in the order tried.
   bool auto_sized = false;
   double ttft_slo_ms = 0;
   int64_t trace_span_ns = 0;  // first to last arrival
   std::vector<AutoSizeProbe> probes;
-  // Routers with a cache view: its name (sim/fleet/cache_view.h); "" for the others.
+  // Routers with a cache view: its kind (RouterViewConfig::kind); "" for the others.
   std::string router_view;
   // With ReplayOptions::check_invariants: lookups on the fleet's exact index verified equal to
   // the replicas' own lookups.
@@ -235,8 +233,8 @@ struct FleetSummary {
   int64_t routing_regret_tokens = 0;
   int64_t best_replica_hit_tokens = 0;
   int64_t requests_with_regret = 0;
-  // Requests the router's rule could not place and what it did with them (sim/fleet/router.h,
-  // Router::fallback); 0 and "" when it placed every one.
+  // Requests the router's rule could not place and what it did with them (the router's
+  // fallback); 0 and "" when it placed every one.
   int64_t router_fallback_requests = 0;
   std::string router_fallback;
 };
@@ -303,7 +301,11 @@ struct ReplayResult {
   double mean_kv_usage = 0;     // step-weighted KV cache usage
 
   LatencySummary ttft, tpot, e2e;
-  int64_t sim_time_ns = 0;    // first arrival to last finish
+  int64_t sim_time_ns = 0;  // first arrival to last finish
+  // The simulated steps' durations summed (a fleet: over its replicas), and the part of it the
+  // cost model spends in attention kernels (the measured model; 0 for the others).
+  int64_t step_time_ns = 0;
+  int64_t kernel_time_ns = 0;
   int64_t trace_span_ns = 0;  // first to last arrival
   // The engine fell behind the trace: the replay ran past the last arrival by more than 60 s, or
   // the median request waited more than 60 s for its first token (fleet.cc, IsOverloaded).
@@ -346,6 +348,8 @@ struct ReplayResult {
     f("preemptions", &ReplayResult::preemptions, kSum);
     f("spec_decode", &ReplayResult::spec_decode, kSum);
     f("num_steps", &ReplayResult::num_steps, kSum);
+    f("step_time_ns", &ReplayResult::step_time_ns, kSum);
+    f("kernel_time_ns", &ReplayResult::kernel_time_ns, kSum);
     f("prompt_tokens", &ReplayResult::prompt_tokens, kSum);
     f("output_tokens", &ReplayResult::output_tokens, kSum);
     f("computed_tokens", &ReplayResult::computed_tokens, kSum);
@@ -355,25 +359,6 @@ struct ReplayResult {
   // alone.
   void MergeCounters(const ReplayResult& other);
 };
-
-// Replays the trace through engine.fleet.replicas engines behind engine.fleet.router (sim/fleet;
-// one replica is a single engine and reports no FleetSummary). Errors: bad trace records, bad
-// acceptance, cost-model or router configuration (InvalidArgument / NotFound), or an engine
-// that cannot make progress with this configuration (FailedPrecondition, e.g.
-// max_num_batched_tokens below the mamba block size). REQUIRES: !engine.fleet.auto_replicas.
-absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
-                                    const EngineConfig& engine, TraceReader& trace,
-                                    const ReplayOptions& options = {});
-
-// Opens a fresh reader of the same trace (the fleet search replays it several times).
-using TraceOpener = std::function<absl::StatusOr<std::unique_ptr<TraceReader>>()>;
-
-// Replay with engine.fleet.auto_replicas honoured: the smallest fleet that keeps up, found by
-// doubling then bisection (FleetSummary::probes lists every size tried); otherwise Replay.
-absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
-                                                   const EngineConfig& engine,
-                                                   const TraceOpener& open_trace,
-                                                   const ReplayOptions& options = {});
 
 }  // namespace prefixsim
 

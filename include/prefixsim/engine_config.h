@@ -87,7 +87,7 @@ struct CostModelConfig {
 // the plain single-engine replay.
 inline constexpr int kMaxReplicas = 4096;
 
-// How a KV-aware router sees the replicas' caches (sim/fleet/cache_view.h): "" is the router's
+// How a KV-aware router sees the replicas' caches: "" is the router's
 // own default (kv_aware: exact; kv_aware_unaligned: attention_only).
 struct RouterViewConfig {
   std::string kind;           // exact | delayed | lossy | attention_only | approximate
@@ -101,10 +101,10 @@ struct RouterViewConfig {
 struct FleetConfig {
   int replicas = 1;                    // engine replicas; >= 1
   bool auto_replicas = false;          // search the smallest fleet that keeps up (replicas ignored)
-  std::string router = "round_robin";  // a name registered in sim/fleet/router_registry.cc
+  std::string router = "round_robin";  // a registered router's name
   double overlap_weight = 1.0;         // kv_aware routers: weight of the prompt tokens to compute
   RouterViewConfig view;               // kv_aware routers: how they see the caches
-  double ttft_slo_ms = 2000;           // --replicas auto: p99 TTFT the fleet must hold
+  double ttft_slo_ms = 2000;           // auto_replicas: p99 TTFT the fleet must hold
 };
 
 struct EngineConfig {

@@ -54,7 +54,7 @@ struct PrefixHit {
   // What the LCM costs this lookup: the hit a shadow index would give (the same computed blocks,
   // published at the finest prefix-cacheable block size U and never rounded to S, evicted with
   // the real cache's LRU clock; same max_hit = num_tokens - 1) minus hit_tokens. 0 when A == U
-  // (unitary models, S equal to the finest block, partial hits). See sim/kv/README.md.
+  // (unitary models, S equal to the finest block, partial hits).
   int64_t lost_to_alignment_tokens = 0;
   // Where a prefix shared with earlier requests ends although not every group cached its end
   // (a lagging mamba state or sliding window): hit_tokens plus the tokens the longest single

@@ -1,5 +1,5 @@
 // Per-block detail of a KV cache's prefix index, for publishing it as vLLM publishes its KV cache
-// events (BlockStored / BlockRemoved with group, block hash, parent hash, tokens; sim/events).
+// events (BlockStored / BlockRemoved with group, block hash, parent hash, tokens).
 // CacheEventListener (kv_cache_manager.h) stays the lean, keyed view a router's mirror needs;
 // this one names the group and the request, which only an exporter wants. Optional: a manager
 // without a sink pays one predictable branch per publish and per eviction.

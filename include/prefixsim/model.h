@@ -92,7 +92,7 @@ absl::StatusOr<ModelSpec> ParseModelJson(std::string_view text, std::string_view
 absl::StatusOr<ModelSpec> LoadModel(std::string_view path_or_preset,
                                     const ModelLoadOptions& options = {});
 
-// Converts a HuggingFace config.json text to a ModelSpec (issue 7; sim/plan/hf_config.cc).
+// Converts a HuggingFace config.json text to a ModelSpec (docs/semantics.md names the fields read).
 absl::StatusOr<ModelSpec> ImportHfConfig(std::string_view text, std::string_view source,
                                          const ModelLoadOptions& options);
 // True if the JSON text looks like a HuggingFace config (has model_type or architectures).

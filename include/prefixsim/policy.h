@@ -1,5 +1,4 @@
 // Block-size policies: how a sliding-window layer picks its block size (docs/semantics.md §5).
-// A new policy is one file in sim/plan/policies/ plus one line in sim/plan/policy_registry.cc.
 #ifndef PREFIXSIM_POLICY_H_
 #define PREFIXSIM_POLICY_H_
 

@@ -14,13 +14,13 @@ namespace prefixsim {
 
 struct ReportOptions {
   // wall_time_s is the only field that differs between two runs with the same inputs and seed;
-  // false omits it so that reports are byte-identical (CLI --no-wall-time).
+  // false omits it so that reports are byte-identical.
   bool include_wall_time = true;
 };
 
 // The readable summary `prefixsim replay` prints under its "model ... engine ... trace" line.
 std::string ReplayReportText(const ReplayResult& result, const ReportOptions& options = {});
-// The JSON summary of `prefixsim replay --json`: indented by 2, ending in a newline.
+// The JSON summary: indented by 2, ending in a newline.
 std::string ReplayReportJson(const ReplayResult& result, const ReportOptions& options = {});
 
 // Several replays of one trace side by side, deltas against the first (`prefixsim compare`).
@@ -31,7 +31,7 @@ std::string ComparisonReportJson(const std::vector<ReplayResult>& results,
 std::string ComparisonReportHtml(const std::vector<ReplayResult>& results,
                                  const std::string& title);
 
-// The per-request CSV of `--csv`: one row per request of ReplayResult::per_request (kept only
+// The per-request CSV: one row per request of ReplayResult::per_request (kept only
 // with ReplayOptions::record_requests).
 void WriteRequestsCsv(const ReplayResult& result, std::ostream& out);
 

@@ -23,7 +23,7 @@ struct ContentSegment {
   uint32_t length = 0;
 };
 
-// The chained hash of one chunk of a request's tokens (sim/kv/block_hasher.h).
+// The chained hash of one chunk of a request's tokens (vLLM's block hash chain).
 struct ChunkHash {
   uint64_t hash = 0;   // index key (before mixing in the group id)
   uint64_t check = 0;  // independent verifier

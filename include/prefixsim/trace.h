@@ -3,7 +3,7 @@
 //
 // Conventions shared by every format (traces/README.md has the details):
 //  * Request::id is the 0-based position in the emitted stream (after window, sampling and
-//    --max-requests).
+//    TraceOptions::max_requests).
 //  * Request::arrival_ns = (t - t_first_emitted) * time_scale, in int64 ns, where t is the
 //    record's original timestamp: the first emitted request always arrives at 0.
 //  * The time window [start_s, end_s) is in seconds since the trace's first record.

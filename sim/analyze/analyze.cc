@@ -14,9 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "boost/graph/adjacency_list.hpp"
-#include "prefixsim/status.h"
 #include "sim/analyze/cache_sim.h"
 #include "sim/util/log2_bins.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "prefixsim/analyze.h"
-#include "prefixsim/status.h"
 #include "prefixsim/trace.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 

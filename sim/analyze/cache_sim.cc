@@ -5,7 +5,7 @@
 #include <set>
 #include <tuple>
 
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::analyze_internal {
 namespace {

@@ -12,13 +12,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "prefixsim/analyze.h"
-#include "prefixsim/status.h"
 #include "prefixsim/trace.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cli/trace_flags.h"
 #include "sim/util/atomic_file.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 namespace {

@@ -10,12 +10,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "prefixsim/kv_plan.h"
-#include "prefixsim/status.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/cli/option_flags.h"
 #include "sim/fleet/cache_view.h"
 #include "sim/fleet/router.h"
 #include "sim/util/byte_size.h"
 #include "sim/util/did_you_mean.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 
@@ -160,7 +161,7 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
 }
 
 int ReportError(std::string_view command, const absl::Status& status) {
-  std::cerr << "prefixsim " << command << ": " << status.message() << "\n";
+  std::cerr << "prefixsim " << command << ": " << SpellForCli(StdView(status.message())) << "\n";
   return ExitCodeFor(status);
 }
 

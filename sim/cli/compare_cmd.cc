@@ -13,18 +13,19 @@
 #include "absl/strings/str_split.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
-#include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/kv_events_flags.h"
+#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cost/measured.h"
 #include "sim/report/report.h"
 #include "sim/util/atomic_file.h"
 #include "sim/util/parallel_for.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 
@@ -103,7 +104,6 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
       return;
     }
     const bool measured = loaded->engine.cost_model.kind == "measured";
-    if (measured) ResetMeasuredTallies();
     // The policies run on the --threads pool, with their fleets' replicas; each opens its own
     // trace reader.
     std::vector<std::optional<absl::StatusOr<ReplayResult>>> results(plans.size());
@@ -154,13 +154,15 @@ void AddCompareCommand(CLI::App& app, CommandContext& ctx) {
     if (options->json_path != "-") {
       std::cout << "model " << loaded->model.name << "   engine " << loaded->engine.source
                 << "   trace " << options->replay.trace << "\n"
-                << FormatComparison(ok);
+                << SpellForCli(ComparisonReportText(ok));
       // The measured cost model's split of the simulated step time (docs/cuda.md).
       std::string shares;
-      for (size_t i = 0; measured && i < plans.size(); ++i) {
-        if (auto t = MeasuredTally(plans[i].policy); t.has_value() && t->step_s > 0) {
-          absl::StrAppend(&shares, shares.empty() ? "" : ", ", plans[i].policy, " ",
-                          absl::StrFormat("%.1f%%", 100 * t->kernel_s / t->step_s));
+      for (size_t i = 0; measured && i < ok.size(); ++i) {
+        if (ok[i].step_time_ns > 0) {
+          absl::StrAppend(
+              &shares, shares.empty() ? "" : ", ", ok[i].policy, " ",
+              absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(ok[i].kernel_time_ns) /
+                                            static_cast<double>(ok[i].step_time_ns)));
         }
       }
       if (!shares.empty()) {

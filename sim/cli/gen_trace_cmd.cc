@@ -5,12 +5,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/cli/replay_common.h"
 #include "sim/trace/gen/workload_generator.h"
 #include "sim/util/atomic_file.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 namespace {

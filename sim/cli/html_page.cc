@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "prefixsim/analyze.h"
 #include "prefixsim/kv_plan.h"
-#include "prefixsim/status.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
 #include "sim/util/byte_size.h"
 #include "sim/util/parallel_for.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "prefixsim/status.h"
 #include "sim/cli/common.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 

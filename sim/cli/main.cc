@@ -4,10 +4,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/util/did_you_mean.h"
+#include "sim/util/status_macros.h"
 
 namespace {
 

@@ -15,6 +15,7 @@
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
+#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/events/event_log.h"
 #include "sim/events/event_recorder.h"
@@ -209,7 +210,8 @@ void AddParityCommand(CLI::App& app, CommandContext& ctx) {
         const events::EventDivergence& d = *divergence;
         std::cout << "KV events: cached sets agree after " << d.steps_agreeing << " of " << d.steps
                   << " steps (" << Percent(d.agreement()) << ")\n";
-        for (const std::string& w : comparability) std::cout << "  CANNOT COMPARE: " << w << "\n";
+        for (const std::string& w : comparability)
+          std::cout << "  CANNOT COMPARE: " << SpellForCli(w) << "\n";
         if (d.first_divergent_step) {
           std::cout << "  first divergence: step " << *d.first_divergent_step << ", replica "
                     << *d.first_divergent_rank << ", group " << *d.first_divergent_group << "\n";

@@ -7,14 +7,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/grid/grid.h"
 #include "sim/grid/regress.h"
 #include "sim/grid/sweep.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 
@@ -121,6 +122,7 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
     } else {
       text = grid::FormatRegressText(*report);
     }
+    text = SpellForCli(text);
     // The verdict goes to stdout with the text report; a Markdown or JUnit report on stdout
     // stays a document of its own, so the verdict goes to stderr.
     const bool report_on_stdout = o->output.empty();

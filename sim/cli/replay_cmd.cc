@@ -7,18 +7,19 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
-#include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/kv_events_flags.h"
+#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
 #include "sim/spec/acceptance_model.h"
 #include "sim/util/atomic_file.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 
@@ -150,7 +151,7 @@ void AddReplayCommand(CLI::App& app, CommandContext& ctx) {
     if (options->json_path != "-" && options->csv_path != "-") {
       std::cout << "model " << loaded->model.name << "   engine " << loaded->engine.source
                 << "   trace " << options->replay.trace << "\n"
-                << FormatReplaySummary(*result, wall);
+                << SpellForCli(ReplayReportText(*result, {.include_wall_time = wall}));
     }
     if (!options->json_path.empty()) {
       ReportOptions report;

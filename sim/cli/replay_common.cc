@@ -12,11 +12,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/kv_cache_manager.h"
-#include "prefixsim/status.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/trace_flags.h"
 #include "sim/fleet/router.h"
 #include "sim/util/atomic_file.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 namespace {

@@ -5,11 +5,11 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
-#include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/plan/plan_format.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 

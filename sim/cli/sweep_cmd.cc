@@ -12,7 +12,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/cli/exit_codes.h"
@@ -23,6 +22,7 @@
 #include "sim/report/report.h"
 #include "sim/util/atomic_file.h"
 #include "sim/util/data_dir.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 namespace {

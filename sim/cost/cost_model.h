@@ -30,6 +30,9 @@ class CostModel {
   virtual std::string_view name() const = 0;
   // Simulated duration of one step over `batch` (non-empty), in nanoseconds, > 0.
   virtual int64_t StepTimeNs(absl::Span<const SeqWork> batch) const = 0;
+  // Of every duration StepTimeNs returned so far, the part the model spends in attention kernels
+  // (what `compare` reports as the kernel share); 0 for models that do not split a step.
+  virtual int64_t kernel_ns() const { return 0; }
 };
 
 // What a cost model may look at besides its own configuration.

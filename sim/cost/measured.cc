@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {
@@ -90,7 +90,7 @@ absl::StatusOr<GroupKernels> FindKernels(const KernelTimes& times, const KvGroup
     if (it == times.tables.end()) {
       return absl::NotFoundError(
           absl::StrCat("measured cost model: no ", op, " times for the ", where,
-                       " (measure this plan's grid: prefixsim kernel-bench --emit-grid)"));
+                       " (measure this plan's grid with kernel-bench's `emit_grid`)"));
     }
     return &it->second;
   };
@@ -163,38 +163,10 @@ double PlanKernelUs(const std::vector<GroupKernels>& groups, absl::Span<const Se
   return us;
 }
 
-struct Tally {
-  std::atomic<int64_t> kernel_ns{0};
-  std::atomic<int64_t> step_ns{0};
-};
-
-std::mutex& TallyMutex() {
-  static auto* mu = new std::mutex;
-  return *mu;
-}
-
-std::map<std::string, std::unique_ptr<Tally>, std::less<>>& Tallies() {
-  static auto* tallies = new std::map<std::string, std::unique_ptr<Tally>, std::less<>>;
-  return *tallies;
-}
-
-// The tally of `policy`, created on first use; entries live as long as the process, so a model
-// may keep the pointer.
-Tally* TallyFor(const std::string& policy) {
-  std::lock_guard<std::mutex> lock(TallyMutex());
-  auto& slot = Tallies()[policy];
-  if (slot == nullptr) slot = std::make_unique<Tally>();
-  return slot.get();
-}
-
 class MeasuredCostModel : public CostModel {
  public:
   MeasuredCostModel(KernelTimes times, KvPlan plan, double active_params, int tp)
-      : times_(std::move(times)),
-        plan_(std::move(plan)),
-        params_(active_params),
-        tp_(tp),
-        tally_(TallyFor(plan_.policy)) {}
+      : times_(std::move(times)), plan_(std::move(plan)), params_(active_params), tp_(tp) {}
 
   absl::Status Init() {
     for (const KvGroup& g : plan_.groups) {
@@ -217,10 +189,11 @@ class MeasuredCostModel : public CostModel {
     const double kernel_s = PlanKernelUs(groups_, batch) * 1e-6;
     const int64_t ns = std::max<int64_t>(
         1, static_cast<int64_t>(std::llround((kernel_s + dense_s + kStepOverheadS) * 1e9)));
-    tally_->kernel_ns.fetch_add(std::llround(kernel_s * 1e9), std::memory_order_relaxed);
-    tally_->step_ns.fetch_add(ns, std::memory_order_relaxed);
+    kernel_ns_ += std::llround(kernel_s * 1e9);
     return ns;
   }
+
+  int64_t kernel_ns() const override { return kernel_ns_; }
 
  private:
   KernelTimes times_;
@@ -228,7 +201,8 @@ class MeasuredCostModel : public CostModel {
   std::vector<GroupKernels> groups_;
   double params_;
   int tp_;
-  Tally* tally_;
+  // StepTimeNs is const for the engine; the sum of its kernel parts is a tally beside it.
+  mutable int64_t kernel_ns_ = 0;
 };
 
 }  // namespace
@@ -364,21 +338,6 @@ absl::StatusOr<double> KernelStepUs(const KernelTimes& times, const KvPlan& plan
     groups.push_back(*k);
   }
   return PlanKernelUs(groups, batch);
-}
-
-void ResetMeasuredTallies() {
-  std::lock_guard<std::mutex> lock(TallyMutex());
-  for (auto& [policy, tally] : Tallies()) {
-    tally->kernel_ns.store(0);
-    tally->step_ns.store(0);
-  }
-}
-
-std::optional<KernelShareTally> MeasuredTally(std::string_view policy) {
-  std::lock_guard<std::mutex> lock(TallyMutex());
-  auto it = Tallies().find(policy);
-  if (it == Tallies().end() || it->second->step_ns.load() == 0) return std::nullopt;
-  return KernelShareTally{it->second->kernel_ns.load() * 1e-9, it->second->step_ns.load() * 1e-9};
 }
 
 absl::StatusOr<std::unique_ptr<CostModel>> NewMeasuredCostModel(const CostModelConfig& config,

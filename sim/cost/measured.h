@@ -44,18 +44,6 @@ absl::StatusOr<KernelTimes> ParseKernelCsv(std::string_view csv, std::string_vie
 absl::StatusOr<double> KernelStepUs(const KernelTimes& times, const KvPlan& plan,
                                     absl::Span<const SeqWork> batch);
 
-// What `compare` reports as each policy's kernel-time share: the kernel part and the whole of
-// every step that measured cost models of plans of `policy` have timed in this process since the
-// last reset. Process-wide because the cost model is the one place that sees each step's split;
-// carrying it through the engine's metrics and the reports would touch every layer above for one
-// number. nullopt when no such model has timed a step.
-struct KernelShareTally {
-  double kernel_s = 0;
-  double step_s = 0;
-};
-void ResetMeasuredTallies();
-std::optional<KernelShareTally> MeasuredTally(std::string_view policy);
-
 }  // namespace prefixsim
 
 #endif  // PREFIXSIM_SIM_COST_MEASURED_H_

@@ -4,9 +4,6 @@
 #ifndef PREFIXSIM_SIM_ENGINE_REPLAY_TUNING_H_
 #define PREFIXSIM_SIM_ENGINE_REPLAY_TUNING_H_
 
-#include "absl/status/statusor.h"
-#include "prefixsim/engine.h"
-
 namespace prefixsim {
 
 struct ReplayTuning {
@@ -32,17 +29,6 @@ struct ReplayTuning {
   // sanitizer builds, whose leak checker would report it. Never in a long-lived process.
   bool skip_teardown = false;
 };
-
-// Replay and ReplayWithFleetSizing (prefixsim/engine.h) under `tuning`; the public overloads run
-// with ReplayTuning{}.
-absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
-                                    const EngineConfig& engine, TraceReader& trace,
-                                    const ReplayOptions& options, const ReplayTuning& tuning);
-absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
-                                                   const EngineConfig& engine,
-                                                   const TraceOpener& open_trace,
-                                                   const ReplayOptions& options,
-                                                   const ReplayTuning& tuning);
 
 }  // namespace prefixsim
 

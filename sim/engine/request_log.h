@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "prefixsim/engine.h"
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/kv/fast_path.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {
@@ -66,10 +66,10 @@ absl::Status Simulator::ThrashingError() const {
       totals_.counters.finished_requests, " finished so far; ", scheduler_->num_running(),
       " running, ", scheduler_->num_waiting(), " waiting; ", kv_->num_usable_blocks(),
       " KV blocks). The KV cache cannot hold the requests it admits, so they evict each other "
-      "for ever. Give it more memory (--kv-cache-bytes or --num-gpu-blocks), admit fewer "
-      "requests at once (--max-num-seqs), or spread the load (--replicas auto). The limits: "
-      "--max-preemptions-without-finish (now ",
-      max_preemptions, ") and --max-steps-without-finish (now ", max_steps_without_finish_,
+      "for ever. Give it more memory (`kv_cache_bytes` or `num_gpu_blocks`), admit fewer "
+      "requests at once (`max_num_seqs`), or spread the load (`replicas=auto`). The limits: "
+      "`max_preemptions_without_finish` (now ",
+      max_preemptions, ") and `max_steps_without_finish` (now ", max_steps_without_finish_,
       "); 0 turns a check off."));
 }
 
@@ -230,6 +230,8 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t now) {
   const int64_t dt = cost_->StepTimeNs(work_);
   PREFIXSIM_CHECK(dt > 0);
   result.num_steps += 1;
+  result.step_time_ns += dt;
+  result.kernel_time_ns = cost_->kernel_ns();
   totals_.usage_sum += kv_->usage();
   result.max_running =
       std::max<int64_t>(result.max_running, static_cast<int64_t>(scheduler_->num_running()));

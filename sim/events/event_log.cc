@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "prefixsim/status.h"
 #include "sim/events/msgpack_codec.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::events {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/coordinator.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::events {
 namespace {

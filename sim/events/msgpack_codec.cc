@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::events {
 namespace {

@@ -14,8 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/events/cached_blocks.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::events {
 namespace {
@@ -377,13 +377,13 @@ std::vector<std::string> ComparabilityWarnings(const std::vector<EventBatch>& si
     out.push_back(absl::StrCat("the vLLM log has replicas (data_parallel_rank) ",
                                absl::StrJoin(only_measured, ", "),
                                " that the simulation does not: their events are compared with "
-                               "nothing (--replicas ",
+                               "nothing (`replicas` ",
                                sim_ranks.size(), " simulated)"));
   }
   if (measured_ranks.size() != sim_ranks.size()) {
     out.push_back(absl::StrCat("the vLLM log has ", measured_ranks.size(),
                                " replicas and the simulation ", sim_ranks.size(),
-                               ": replay with as many --replicas as the engine ran"));
+                               ": replay with as many `replicas` as the engine ran"));
   }
   int64_t without_group = 0;
   std::map<std::pair<int64_t, int64_t>, int64_t> wrong_sizes;  // (group, size) -> events

@@ -15,8 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/events/msgpack_codec.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::events {
 namespace {

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "prefixsim/engine.h"
-#include "prefixsim/status.h"
-#include "sim/engine/replay_tuning.h"
 #include "sim/fleet/fleet.h"
+#include "sim/fleet/replay.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {
@@ -22,13 +22,6 @@ constexpr int kMaxAutoReplicas = 1024;
 constexpr double kTtftFloorRatio = 0.98;
 
 }  // namespace
-
-absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
-                                                   const EngineConfig& engine,
-                                                   const TraceOpener& open_trace,
-                                                   const ReplayOptions& options) {
-  return ReplayWithFleetSizing(plan, model, engine, open_trace, options, ReplayTuning{});
-}
 
 absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const ModelSpec& model,
                                                    const EngineConfig& engine,
@@ -114,9 +107,9 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
                             static_cast<double>(prev.sim_time_ns) <= kSpanSlack * span;
       if (spans_ok && last.ttft_p99_ms > kTtftFloorRatio * prev.ttft_p99_ms) {
         return absl::FailedPreconditionError(absl::StrFormat(
-            "--replicas auto: p99 TTFT stays at %.0f ms with %d replica%s and %.0f ms with %d, "
+            "`replicas=auto`: p99 TTFT stays at %.0f ms with %d replica%s and %.0f ms with %d, "
             "above the SLO of %.0f ms: it is the prefill time of the trace's longest prompts, "
-            "which no fleet size shortens; raise --ttft-slo-ms (or give --replicas N)",
+            "which no fleet size shortens; raise `ttft_slo_ms` (or give `replicas=N`)",
             prev.ttft_p99_ms, prev.replicas, prev.replicas == 1 ? "" : "s", last.ttft_p99_ms,
             last.replicas, engine.fleet.ttft_slo_ms));
       }
@@ -124,7 +117,7 @@ absl::StatusOr<ReplayResult> ReplayWithFleetSizing(const KvPlan& plan, const Mod
     if (hi >= kMaxAutoReplicas) {
       const AutoSizeProbe& last = probes.back();
       return absl::FailedPreconditionError(absl::StrFormat(
-          "--replicas auto: no fleet of up to %d replicas keeps up with the trace (at %d: "
+          "`replicas=auto`: no fleet of up to %d replicas keeps up with the trace (at %d: "
           "simulated %.1f s for a %.1f s trace, p99 TTFT %.0f ms, SLO %.0f ms)",
           kMaxAutoReplicas, last.replicas, static_cast<double>(last.sim_time_ns) / 1e9,
           static_cast<double>(best.fleet->trace_span_ns) / 1e9, last.ttft_p99_ms,

@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/engine/metrics.h"
 #include "sim/kv/routing.h"
 #include "sim/util/parallel_for.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -90,8 +90,8 @@ absl::Status Fleet::CreateViews(int replicas) {
     return absl::InvalidArgumentError(
         absl::StrCat("router view '", asked,
                      "': kv_aware_unaligned is kv_aware on the attention_only view; use "
-                     "--router kv_aware --router-view ",
-                     asked));
+                     "`router=kv_aware` `router.view=",
+                     asked, "`"));
   }
   const std::string effective_view = asked.empty() ? std::string(router_default) : asked;
   PREFIXSIM_RETURN_IF_ERROR(
@@ -443,28 +443,5 @@ ReplayResult Fleet::Collect() {
 }
 
 }  // namespace fleet
-
-absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
-                                    const EngineConfig& engine, TraceReader& trace,
-                                    const ReplayOptions& options) {
-  return Replay(plan, model, engine, trace, options, ReplayTuning{});
-}
-
-absl::StatusOr<ReplayResult> Replay(const KvPlan& plan, const ModelSpec& model,
-                                    const EngineConfig& engine, TraceReader& trace,
-                                    const ReplayOptions& options, const ReplayTuning& tuning) {
-  if (engine.fleet.auto_replicas) {
-    return absl::InvalidArgumentError(
-        "replicas 'auto' needs to replay the trace several times: use ReplayWithFleetSizing");
-  }
-  PREFIXSIM_RETURN_IF_ERROR(CheckStartupMemory(plan));
-  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<fleet::Fleet> f,
-                             fleet::Fleet::Create(plan, model, engine, options, tuning,
-                                                  engine.fleet.replicas, /*report_fleet=*/false));
-  absl::StatusOr<ReplayResult> result = f->Run(trace);
-  // LeakSanitizer would report what is left to the exit.
-  if (tuning.skip_teardown && !kSanitizerBuild) static_cast<void>(f.release());
-  return result;
-}
 
 }  // namespace prefixsim

@@ -11,10 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "prefixsim/engine.h"
-#include "sim/engine/event_queue.h"
 #include "sim/engine/replay_tuning.h"
 #include "sim/engine/simulator.h"
 #include "sim/fleet/cache_view.h"
+#include "sim/fleet/event_queue.h"
 #include "sim/fleet/router.h"
 #include "sim/kv/block_hasher.h"
 

@@ -2,10 +2,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/fleet/cache_view.h"
 #include "sim/kv/routing.h"
+#include "sim/util/option_names.h"
 #include "sim/util/registry.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace fleet {
@@ -61,23 +62,23 @@ absl::StatusOr<std::unique_ptr<CacheView>> NewCacheView(const CacheViewConfig& c
 absl::Status CheckViewKnobs(const RouterViewConfig& v, std::string_view effective_view,
                             std::string_view router) {
   struct Knob {
-    const char* flag;
-    const char* field;
+    const char* field;  // the engine JSON's router.<field>, RouterViewConfig::<field>
     const char* view;
     bool set;
     bool required;  // the view's whole effect: without it the view is the exact one
   };
   const Knob knobs[] = {
-      {"--kv-event-delay-ms", "event_delay_ms", "delayed", v.event_delay_ms != 0, true},
-      {"--kv-event-loss", "event_loss", "lossy", v.event_loss != 0, true},
-      {"--router-max-blocks", "max_blocks", "approximate", v.max_blocks != 0, false},
-      {"--router-ttl-s", "ttl_s", "approximate", v.ttl_s != 0, false},
+      {"router.event_delay_ms", "delayed", v.event_delay_ms != 0, true},
+      {"router.event_loss", "lossy", v.event_loss != 0, true},
+      {"router.max_blocks", "approximate", v.max_blocks != 0, false},
+      {"router.ttl_s", "approximate", v.ttl_s != 0, false},
   };
   for (const Knob& k : knobs) {
     if (!k.required || k.set || effective_view != k.view) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--router-view ", k.view, " without ", k.flag, " (or the engine JSON's router.", k.field,
-        ") is the exact view: give ", k.flag, " above 0, or --router-view exact"));
+    return absl::InvalidArgumentError(absl::StrCat(OptionName("router.view", k.view), " without ",
+                                                   OptionName(k.field), " is the exact view: set ",
+                                                   OptionName(k.field), " above 0, or ",
+                                                   OptionName("router.view", "exact")));
   }
   for (const Knob& k : knobs) {
     if (!k.set || effective_view == k.view) continue;
@@ -86,9 +87,9 @@ absl::Status CheckViewKnobs(const RouterViewConfig& v, std::string_view effectiv
             ? absl::StrCat("router ", std::string(router), " does not read the caches")
             : absl::StrCat("router ", std::string(router), " reads the caches on the ",
                            std::string(effective_view), " view");
-    return absl::InvalidArgumentError(absl::StrCat(
-        k.flag, " (or the engine JSON's router.", k.field, ") does nothing here: ", seen,
-        ", and it applies to --router-view ", k.view, " only"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(OptionName(k.field), " does nothing here: ", seen, ", and it applies to ",
+                     OptionName("router.view", k.view), " only"));
   }
   return absl::OkStatus();
 }

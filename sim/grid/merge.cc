@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/grid/point_config.h"
 #include "sim/util/atomic_file.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::grid {
 namespace {

@@ -5,12 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/kv_plan.h"
-#include "prefixsim/status.h"
 #include "sim/grid/grid.h"
 #include "sim/grid/point_config.h"
 #include "sim/report/report.h"
 #include "sim/run/model_engine.h"
 #include "sim/run/replay.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::grid {
 namespace {

@@ -10,12 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/engine.h"
-#include "prefixsim/status.h"
 #include "sim/grid/merge.h"
 #include "sim/grid/point_config.h"
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"
 #include "sim/util/did_you_mean.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::grid {
 namespace {
@@ -229,7 +229,7 @@ absl::StatusOr<RegressReport> CompareUnchecked(const Scenario& suite,
         row.status = RegressStatus::kMissing;
         row.note = row.baseline.has_value()
                        ? "in the baseline, not in this run's summary"
-                       : "not in the baseline (written before this metric existed? --update)";
+                       : "not in the baseline (written before this metric existed? `update`)";
       } else {
         row.status = Judge(tol, *row.baseline, *row.now);
       }

@@ -12,11 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/grid/grid.h"
 #include "sim/grid/point_config.h"
 #include "sim/run/model_engine.h"
 #include "sim/util/byte_size.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::grid {
 
@@ -461,7 +461,7 @@ absl::Status ParseShard(const std::string& text, int* shard, int* num_shards) {
   if (slash == std::string::npos || !absl::SimpleAtoi(text.substr(0, slash), &i) ||
       !absl::SimpleAtoi(text.substr(slash + 1), &n) || n < 1 || i < 0 || i >= n) {
     return absl::InvalidArgumentError(
-        absl::StrCat("flag --shard: '", text, "': expected I/N with 0 <= I < N"));
+        absl::StrCat("`shard`: '", text, "': expected I/N with 0 <= I < N"));
   }
   *shard = i;
   *num_shards = n;

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "prefixsim/status.h"
 #include "sim/grid/merge.h"
 #include "sim/util/atomic_file.h"
 #include "sim/util/parallel_for.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::grid {
 namespace {
@@ -46,7 +46,7 @@ absl::StatusOr<SweepStats> RunSweep(
     if (fs::exists(file)) {
       if (!o.resume) {
         return absl::FailedPreconditionError(
-            absl::StrCat(file.string(), ": already exists (use --resume to keep finished points)"));
+            absl::StrCat(file.string(), ": already exists (set `resume` to keep finished points)"));
       }
       ++stats.skipped;
       continue;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace kv {

@@ -33,10 +33,10 @@
 
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/kv_event_sink.h"
-#include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/prefix_index.h"
 #include "sim/util/big_array.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace kv {

@@ -3,8 +3,8 @@
 // start.
 #include <algorithm>
 
-#include "prefixsim/status.h"
 #include "sim/kv/single_type_manager.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace kv {

@@ -16,12 +16,12 @@
 #include <algorithm>
 
 #include "absl/container/inlined_vector.h"
-#include "prefixsim/status.h"
 #include "sim/kv/coordinator.h"
 #include "sim/kv/fleet_index.h"
 #include "sim/kv/kv_cache_state.h"
 #include "sim/kv/routing.h"
 #include "sim/kv/single_type_manager.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::kv {
 namespace {

@@ -1,8 +1,8 @@
 // The KV cache's self-checks: a remembered hit still valid when taken, a fast-path call that
 // changed nothing, and the invariants the checker runs after every operation (tests).
 
-#include "prefixsim/status.h"
 #include "sim/kv/kv_cache_state.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::kv {
 

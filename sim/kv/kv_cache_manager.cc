@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/cache_contents.h"
 #include "sim/kv/fast_path.h"
 #include "sim/kv/kv_cache_state.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::kv {
 namespace {

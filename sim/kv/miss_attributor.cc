@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "prefixsim/status.h"
 #include "sim/kv/kv_cache_state.h"
 #include "sim/kv/miss_attribution.h"
 #include "sim/kv/routing.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::kv {
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "prefixsim/status.h"
 #include "sim/util/big_array.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace kv {

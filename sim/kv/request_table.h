@@ -10,10 +10,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/request.h"
-#include "prefixsim/status.h"
 #include "sim/kv/block_hasher.h"
 #include "sim/kv/quiet_ranges.h"
 #include "sim/kv/single_type_manager.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::kv {
 

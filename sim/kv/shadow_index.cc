@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "prefixsim/status.h"
 #include "sim/util/prefix_run.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace kv {

@@ -1,8 +1,8 @@
 // Sliding-window attention (docs/semantics.md §9.2, §10.2, §10.3).
 #include <algorithm>
 
-#include "prefixsim/status.h"
 #include "sim/kv/single_type_manager.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace kv {

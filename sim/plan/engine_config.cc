@@ -5,9 +5,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/plan/config_fields.h"
 #include "sim/plan/json_config.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -38,8 +38,8 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "prefixsim/model.h"
-#include "prefixsim/status.h"
 #include "sim/plan/json_config.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -13,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/util/byte_size.h"
 #include "sim/util/data_dir.h"
 #include "sim/util/did_you_mean.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "sim/plan/config_fields.h"
 #include "sim/plan/json_config.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {
@@ -347,7 +347,7 @@ absl::StatusOr<ModelSpec> LoadModel(std::string_view path_or_preset,
     if (!std::filesystem::is_regular_file(config, ec)) {
       return absl::NotFoundError(absl::StrCat(
           arg,
-          ": a directory without config.json (--model takes a model JSON, a HuggingFace "
+          ": a directory without config.json (`model` takes a model JSON, a HuggingFace "
           "config.json, a HuggingFace model directory holding one, or a preset name)"));
     }
     arg = config.string();

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
-#include "prefixsim/status.h"
 #include "sim/plan/policies/policies.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -5,16 +5,8 @@
 
 namespace prefixsim {
 
-std::string ReplayReportText(const ReplayResult& result, const ReportOptions& options) {
-  return FormatReplaySummary(result, options.include_wall_time);
-}
-
 std::string ReplayReportJson(const ReplayResult& result, const ReportOptions& options) {
   return ReplayResultToJson(result, options).dump(2) + "\n";
-}
-
-std::string ComparisonReportText(const std::vector<ReplayResult>& results) {
-  return FormatComparison(results);
 }
 
 std::string ComparisonReportJson(const std::vector<ReplayResult>& results,

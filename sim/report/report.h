@@ -28,14 +28,12 @@ PlanWaste ComputePlanWaste(const KvPlan& plan);
 // The replay JSON summary (docs/design.md §4.5).
 nlohmann::ordered_json ReplayResultToJson(const ReplayResult& result,
                                           const ReportOptions& options = {});
-// The readable summary printed by `prefixsim replay`.
 // "SIGINT", "SIGTERM", or "signal N": how reports name ReplayResult::interrupt_signal.
 std::string SignalName(int signal);
 // For an overloaded replay (ReplayResult::overloaded): what happened, in figures, and what to do
 // ("" otherwise). One paragraph, no trailing newline; the text and HTML reports both show it.
 std::string OverloadWarning(const ReplayResult& result);
 
-std::string FormatReplaySummary(const ReplayResult& result, bool include_wall_time = true);
 // WriteRequestsCsv (prefixsim/report.h) writes one row per request: id, arrival, prompt tokens,
 // hit tokens, loss to alignment, TTFT, end-to-end, preemptions (docs/design.md §4.5), plus output
 // tokens and why a request was skipped.
@@ -46,9 +44,6 @@ void WriteRequestCsvRow(const RequestRecord& record, bool fleet, std::ostream& o
 // Comparison of several replays of one trace; deltas are against the first.
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                         const ReportOptions& options = {});
-// The side-by-side table, then each fleet policy's fleet section as `replay` prints it (router,
-// sizes tried under --replicas auto, per-replica table).
-std::string FormatComparison(const std::vector<ReplayResult>& results);
 // A self-contained HTML page (inline CSS and SVG, no network): HtmlReport without the extras.
 std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::string& title);
 

@@ -43,7 +43,7 @@ std::string FleetSection(const FleetSummary& f, const std::string& policy = "") 
   }
   if (f.auto_sized) {
     absl::StrAppendFormat(&s,
-                          "  --replicas auto: smallest fleet not overloaded, with simulated span "
+                          "  `replicas=auto`: smallest fleet not overloaded, with simulated span "
                           "<= 1.1 x trace span (%.1f s) and p99 TTFT <= %.0f ms; tried",
                           static_cast<double>(f.trace_span_ns) / 1e9, f.ttft_slo_ms);
     for (const AutoSizeProbe& p : f.probes) {
@@ -99,7 +99,7 @@ std::string MissCauseSection(const MissCauseStats& m) {
   if (m.forgotten_blocks > 0) {
     absl::StrAppendFormat(
         &s,
-        "  APPROXIMATE: to stay within --miss-causes-memory-mb the replicas "
+        "  APPROXIMATE: to stay within `miss_record_bytes` the replicas "
         "forgot %d blocks they had computed long before; tokens that were "
         "computed then and lost count as elsewhere or compulsory, not evicted. Raise the "
         "bound (0: none) for exact causes.\n",
@@ -124,13 +124,14 @@ std::string OverloadWarning(const ReplayResult& r) {
       "OVERLOADED: policy %s's engine fell behind the trace: it ran %.0f s for a %.0f s trace "
       "(%.1fx), TTFT mean %.1f s, median %.1f s, p99 %.1f s. Requests queued, so the hit "
       "rate reflects the queue and its preemptions as much as the policy. Replay with enough "
-      "replicas to keep up (--replicas auto --router kv_aware) or with slower arrivals "
-      "(--time-scale).",
+      "replicas to keep up (`replicas=auto` `router=kv_aware`) or with slower arrivals "
+      "(`time_scale`).",
       r.policy, sim, span, span > 0 ? sim / span : 0.0, r.ttft.mean_ms / 1e3, r.ttft.p50_ms / 1e3,
       r.ttft.p99_ms / 1e3);
 }
 
-std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
+std::string ReplayReportText(const ReplayResult& r, const ReportOptions& options) {
+  const bool include_wall_time = options.include_wall_time;
   std::string s;
   if (r.overloaded) s += OverloadWarning(r) + "\n";
   const KvPlan& p = r.plan;
@@ -227,7 +228,7 @@ std::string FormatReplaySummary(const ReplayResult& r, bool include_wall_time) {
   return s;
 }
 
-std::string FormatComparison(const std::vector<ReplayResult>& results) {
+std::string ComparisonReportText(const std::vector<ReplayResult>& results) {
   if (results.empty()) return "";
   std::string s;
   for (const ReplayResult& r : results) {

@@ -4,9 +4,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/fleet/cache_view.h"
 #include "sim/fleet/router.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::run {
 
@@ -17,7 +17,7 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     } else {
       int64_t n = 0;
       if (!absl::SimpleAtoi(*o.replicas, &n) || n < 1 || n > kMaxReplicas) {
-        return absl::InvalidArgumentError(absl::StrCat("flag --replicas: '", *o.replicas,
+        return absl::InvalidArgumentError(absl::StrCat("`replicas`: '", *o.replicas,
                                                        "' is not an integer in [1, ", kMaxReplicas,
                                                        "] or 'auto'"));
       }
@@ -27,41 +27,41 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   }
   if (o.router) {
     if (const auto unknown = fleet::UnknownRouterMessage(*o.router)) {
-      return absl::InvalidArgumentError(absl::StrCat("flag --router: ", *unknown));
+      return absl::InvalidArgumentError(absl::StrCat("`router`: ", *unknown));
     }
     engine.fleet.router = *o.router;
   }
   if (o.overlap_weight) {
     if (!(*o.overlap_weight >= 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --overlap-weight: ", *o.overlap_weight, " is negative"));
+          absl::StrCat("`overlap_weight`: ", *o.overlap_weight, " is negative"));
     }
     engine.fleet.overlap_weight = *o.overlap_weight;
   }
   if (o.router_view) {
     if (const auto unknown = fleet::UnknownCacheViewMessage(*o.router_view)) {
-      return absl::InvalidArgumentError(absl::StrCat("flag --router-view: ", *unknown));
+      return absl::InvalidArgumentError(absl::StrCat("`router_view`: ", *unknown));
     }
     engine.fleet.view.kind = *o.router_view;
   }
   if (o.kv_event_delay_ms) {
     if (!(*o.kv_event_delay_ms >= 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --kv-event-delay-ms: ", *o.kv_event_delay_ms, " is negative"));
+          absl::StrCat("`kv_event_delay_ms`: ", *o.kv_event_delay_ms, " is negative"));
     }
     engine.fleet.view.event_delay_ms = *o.kv_event_delay_ms;
   }
   if (o.kv_event_loss) {
     if (!(*o.kv_event_loss >= 0 && *o.kv_event_loss <= 1)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --kv-event-loss: ", *o.kv_event_loss, " is not in [0, 1]"));
+          absl::StrCat("`kv_event_loss`: ", *o.kv_event_loss, " is not in [0, 1]"));
     }
     engine.fleet.view.event_loss = *o.kv_event_loss;
   }
   if (o.router_max_blocks) {
     if (*o.router_max_blocks <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "flag --router-max-blocks: ", *o.router_max_blocks,
+          "`router_max_blocks`: ", *o.router_max_blocks,
           " must be positive (leave it out for as many blocks as the fleet's KV cache holds)"));
     }
     engine.fleet.view.max_blocks = *o.router_max_blocks;
@@ -69,7 +69,7 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   if (o.router_ttl_s) {
     if (!(*o.router_ttl_s > 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --router-ttl-s: ", *o.router_ttl_s,
+          absl::StrCat("`router_ttl_s`: ", *o.router_ttl_s,
                        " must be positive (leave it out for a router that never forgets)"));
     }
     engine.fleet.view.ttl_s = *o.router_ttl_s;
@@ -77,7 +77,7 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   if (o.ttft_slo_ms) {
     if (!(*o.ttft_slo_ms > 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --ttft-slo-ms: ", *o.ttft_slo_ms, " must be positive"));
+          absl::StrCat("`ttft_slo_ms`: ", *o.ttft_slo_ms, " must be positive"));
     }
     engine.fleet.ttft_slo_ms = *o.ttft_slo_ms;
   }
@@ -103,7 +103,7 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     } else {
       engine.kv_cache_dtype = ParseKvDtype(*o.kv_cache_dtype);
       if (!engine.kv_cache_dtype) {
-        return absl::InvalidArgumentError(absl::StrCat("flag --kv-cache-dtype: unknown dtype '",
+        return absl::InvalidArgumentError(absl::StrCat("`kv_cache_dtype`: unknown dtype '",
                                                        *o.kv_cache_dtype,
                                                        "' (known: ", KvDtypeSpellings(), ")"));
       }
@@ -116,7 +116,7 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
       engine.mamba_spec_boundary_states = MambaSpecBoundaryStates::kSkipped;
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --mamba-spec-boundary-states: unknown value '",
+          absl::StrCat("`mamba_spec_boundary_states`: unknown value '",
                        *o.mamba_spec_boundary_states, "' (known: cached, skipped)"));
     }
   }

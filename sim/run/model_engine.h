@@ -63,8 +63,8 @@ struct ModelAndEngine {
 // tensor_parallel_size).
 absl::StatusOr<ModelAndEngine> LoadModelAndEngine(const ModelEngineOptions& options);
 
-// Applies overrides to an engine config and re-validates it. Errors name the flag of the
-// override ("flag --replicas: ...").
+// Applies overrides to an engine config and re-validates it. Errors name the override's field
+// ("`replicas`: ...", sim/util/option_names.h).
 absl::Status ApplyEngineOverrides(const EngineOverrides& overrides, EngineConfig& engine);
 
 }  // namespace prefixsim::run

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "prefixsim/kv_cache_manager.h"
-#include "prefixsim/status.h"
-#include "sim/engine/replay_tuning.h"
+#include "sim/fleet/replay.h"
 #include "sim/trace/read_ahead.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::run {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 

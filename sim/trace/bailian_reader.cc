@@ -5,11 +5,11 @@
 // the trace, 16 bytes per request).
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/hash_id_blocks.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/record_parser.h"
+#include "sim/util/status_macros.h"
 #include "simdjson.h"
 
 namespace prefixsim {

@@ -16,7 +16,7 @@ absl::Status AppendHashIdBlocks(const simdjson::dom::array& hash_ids, std::strin
     return FieldError(location, field,
                       absl::StrCat(given, " block ids do not cover input_length ", input_length,
                                    " with ", block_tokens, "-token blocks (needs ", needed,
-                                   "; set --trace-block-tokens if the trace uses another size)"));
+                                   "; set `trace_block_tokens` if the trace uses another size)"));
   }
   out->prompt.reserve(static_cast<size_t>(needed));
   int64_t remaining = input_length;

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 

@@ -2,9 +2,9 @@
 // arrival_time_ns, input_tok_ids, output_tok_ids}. Exact token ids; the lengths must agree with
 // the id lists (output ids may be fewer than output_toks). No sessions.
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/record_parser.h"
+#include "sim/util/status_macros.h"
 #include "simdjson.h"
 
 namespace prefixsim {

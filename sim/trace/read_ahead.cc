@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -3,10 +3,10 @@
 // become Request::output, so a follow-up turn whose prompt contains an earlier answer can hit on
 // the blocks that answer filled.
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/record_parser.h"
+#include "sim/util/status_macros.h"
 #include "simdjson.h"
 
 namespace prefixsim {

@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "prefixsim/status.h"
 #include "prefixsim/trace.h"
 #include "sim/trace/content_ids.h"
 #include "sim/trace/json_fields.h"
 #include "sim/trace/line_reader.h"
 #include "sim/trace/record_parser.h"
+#include "sim/util/status_macros.h"
 #include "simdjson.h"
 
 namespace prefixsim {
@@ -131,8 +131,8 @@ class StreamingTraceReader : public TraceReader {
     done_ = true;
     if (stats_.requests > 0 || stats_.records == 0) return false;
     return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": no record falls in the trace window and sample (--trace-start-s ",
-        options_.start_s, ", --trace-end-s ", options_.end_s, ", --session-sample ",
+        path_, ": no record falls in the trace window and sample (`start_s` ", options_.start_s,
+        ", `end_s` ", options_.end_s, ", `session_sample_fraction` ",
         options_.session_sample_fraction, "): ", stats_.records, " records read, arriving over ",
         static_cast<double>(previous_ns_ - first_ns_) * 1e-9, " s from the first"));
   }
@@ -176,21 +176,22 @@ class StreamingTraceReader : public TraceReader {
 
 absl::Status ValidateOptions(const TraceOptions& options) {
   if (options.trace_block_tokens < 0 || options.trace_block_tokens > (1 << 30)) {
-    return absl::InvalidArgumentError("--trace-block-tokens must be positive (0 = format default)");
+    return absl::InvalidArgumentError("`trace_block_tokens` must be positive (0 = format default)");
   }
   if (options.max_requests < 0) {
-    return absl::InvalidArgumentError("--max-requests must be non-negative (0 = all)");
+    return absl::InvalidArgumentError("`max_requests` must be non-negative (0 = all)");
   }
   if (!std::isfinite(options.start_s) || options.start_s < 0) {
     return absl::InvalidArgumentError(
-        "trace window start must be a non-negative number of seconds");
+        "`start_s` (the trace window's start) must be a non-negative number of seconds");
   }
   if (!std::isfinite(options.end_s) || options.end_s < 0 ||
       (options.end_s > 0 && options.end_s <= options.start_s)) {
-    return absl::InvalidArgumentError("trace window end must be after its start (0 = no end)");
+    return absl::InvalidArgumentError(
+        "`end_s` (the trace window's end) must be after its start (0 = no end)");
   }
   if (!std::isfinite(options.time_scale) || options.time_scale <= 0) {
-    return absl::InvalidArgumentError("--time-scale must be a positive number");
+    return absl::InvalidArgumentError("`time_scale` must be a positive number");
   }
   if (!(options.session_sample_fraction > 0 && options.session_sample_fraction <= 1)) {
     return absl::InvalidArgumentError("session sample fraction must be in (0, 1]");
@@ -250,7 +251,7 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
     if (format == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ":", lines->line_number(),
-          ": cannot detect the trace format from the first record; use --trace-format (one of ",
+          ": cannot detect the trace format from the first record; set `format` (one of ",
           absl::StrJoin(RegisteredTraceFormats(), ", "), ")"));
     }
   }
@@ -260,7 +261,7 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
       if (f.value.hash_id_blocks) hash_id_formats.push_back(f.name);
     }
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": --trace-block-tokens sets the tokens per hash id of ",
+        absl::StrCat(path, ": `trace_block_tokens` sets the tokens per hash id of ",
                      absl::StrJoin(hash_id_formats, " and "), " traces; this trace is ",
                      format->name, ", which has none"));
   }

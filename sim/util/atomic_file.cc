@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

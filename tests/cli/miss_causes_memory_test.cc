@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "prefixsim/replay.h"
 #include "tests/cli_runner.h"
 
 namespace prefixsim {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "prefixsim/engine.h"
+#include "prefixsim/replay.h"
 #include "prefixsim/trace.h"
 #include "tests/kv/kv_test_util.h"
 

@@ -9,6 +9,7 @@
 #include "prefixsim/engine_config.h"
 #include "prefixsim/model.h"
 #include "prefixsim/policy.h"
+#include "prefixsim/replay.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace prefixsim {

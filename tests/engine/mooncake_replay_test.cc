@@ -20,8 +20,9 @@
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/miss_causes.h"
-#include "prefixsim/status.h"
+#include "prefixsim/replay.h"
 #include "prefixsim/trace.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -9,9 +9,10 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
-#include "prefixsim/status.h"
+#include "prefixsim/replay.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/report/report.h"
+#include "sim/util/status_macros.h"
 #include "tests/cli_runner.h"
 #include "tests/engine/engine_test_util.h"
 
@@ -96,13 +97,13 @@ TEST(ProgressGuardTest, AnEngineThatFallsBehindIsOverloaded) {
   EXPECT_EQ(r.trace_span_ns, 29'000'000'000);
   EXPECT_GT(r.sim_time_ns, 200'000'000'000);
   EXPECT_TRUE(r.overloaded);
-  EXPECT_THAT(FormatReplaySummary(r), HasSubstr("OVERLOADED"));
+  EXPECT_THAT(ReplayReportText(r), HasSubstr("OVERLOADED"));
   EXPECT_EQ(ReplayResultToJson(r)["overloaded"], true);
   // One that keeps up (the same requests, decoding in parallel) is not.
   engine.max_num_seqs = 256;
   const ReplayResult ok = testing_engine::MustReplay(plan, engine, Flood(30));
   EXPECT_FALSE(ok.overloaded);
-  EXPECT_EQ(FormatReplaySummary(ok).find("OVERLOADED"), std::string::npos);
+  EXPECT_EQ(ReplayReportText(ok).find("OVERLOADED"), std::string::npos);
   EXPECT_EQ(ReplayResultToJson(ok)["overloaded"], false);
 }
 
@@ -128,7 +129,7 @@ TEST(ProgressGuardTest, AMinuteOfQueueIsAnOverloadWhateverTheSpan) {
   EXPECT_LT(mid.sim_time_ns - mid.trace_span_ns, 60'000'000'000);
   EXPECT_GT(mid.ttft.p50_ms, 60'000);
   EXPECT_TRUE(mid.overloaded);
-  EXPECT_THAT(FormatReplaySummary(mid), HasSubstr("OVERLOADED"));
+  EXPECT_THAT(ReplayReportText(mid), HasSubstr("OVERLOADED"));
 }
 
 // The tail of one long request after the last arrival is not an overload: under a minute of

@@ -12,6 +12,7 @@
 
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_cache_manager.h"
+#include "prefixsim/replay.h"
 #include "sim/kv/routing.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/kv/kv_test_util.h"
@@ -326,37 +327,37 @@ TEST(CacheViewTest, AViewNeedsARouterThatReadsTheCaches) {
 }
 
 // A view's knob for a view the router does not read through would do nothing: the run stops
-// with an error naming the flag and the engine JSON field, not a report that looks like the
-// knob's effect (the exact view's, or an oblivious router's).
+// with an error naming the engine JSON field (the CLI prints its flag), not a report that looks
+// like the knob's effect (the exact view's, or an oblivious router's).
 TEST(CacheViewTest, AKnobOfAnotherViewIsAnError) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 4, 64);
   struct Case {
     const char* router;
     const char* view;  // "" : the router's default
     void (*set)(RouterViewConfig&);
-    const char* flag;
+    const char* field;
   };
   const Case cases[] = {
-      {"kv_aware", "", [](RouterViewConfig& v) { v.event_loss = 0.2; }, "--kv-event-loss"},
+      {"kv_aware", "", [](RouterViewConfig& v) { v.event_loss = 0.2; }, "`router.event_loss`"},
       {"kv_aware", "exact", [](RouterViewConfig& v) { v.event_delay_ms = 50; },
-       "--kv-event-delay-ms"},
+       "`router.event_delay_ms`"},
       {"kv_aware", "lossy",
        [](RouterViewConfig& v) {
          v.event_loss = 0.2;
          v.event_delay_ms = 50;
        },
-       "--kv-event-delay-ms"},
+       "`router.event_delay_ms`"},
       {"kv_aware", "delayed",
        [](RouterViewConfig& v) {
          v.event_delay_ms = 5;
          v.max_blocks = 10;
        },
-       "--router-max-blocks"},
-      {"kv_aware_unaligned", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "--router-ttl-s"},
-      {"round_robin", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "--router-ttl-s"},
+       "`router.max_blocks`"},
+      {"kv_aware_unaligned", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "`router.ttl_s`"},
+      {"round_robin", "", [](RouterViewConfig& v) { v.ttl_s = 5; }, "`router.ttl_s`"},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(std::string(c.router) + " / " + c.view + " / " + c.flag);
+    SCOPED_TRACE(std::string(c.router) + " / " + c.view + " / " + c.field);
     EngineConfig engine = SmallEngine(64);
     engine.fleet.replicas = 2;
     engine.fleet.router = c.router;
@@ -366,7 +367,7 @@ TEST(CacheViewTest, AKnobOfAnotherViewIsAnError) {
     auto r = Replay(plan, ModelSpec{}, engine, trace, ReplayOptions{});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find(c.flag), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("does nothing"), std::string::npos);
   }
   // The delayed and lossy views without their delay or loss are the exact view by another name.

@@ -186,9 +186,9 @@ TEST(FleetCliTest, ThreadsLeaveEveryReportByteIdentical) {
 
 TEST(FleetCliTest, BadFleetInputExitsTwoNamingTheFlagOrField) {
   const std::vector<BadCase> cases = {
-      {"zero_replicas", "--replicas 0", "", "flag --replicas"},
-      {"word_replicas", "--replicas many", "", "flag --replicas"},
-      {"unknown_router", "--router nope", "", "flag --router: unknown router 'nope'"},
+      {"zero_replicas", "--replicas 0", "", "--replicas: "},
+      {"word_replicas", "--replicas many", "", "--replicas: "},
+      {"unknown_router", "--router nope", "", "--router: unknown router 'nope'"},
       {"negative_weight", "--router kv_aware --overlap-weight -1", "",
        "--overlap-weight: '-1' is not 0 or more"},
       {"zero_slo", "--replicas auto --ttft-slo-ms 0", "", "--ttft-slo-ms: '0' is not positive"},

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "prefixsim/engine.h"
-#include "sim/engine/replay_tuning.h"
+#include "sim/fleet/replay.h"
 #include "sim/fleet/router.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"
@@ -542,9 +542,9 @@ TEST(FleetTest, AutoSizingNeverPicksAnOverloadedFleet) {
   EXPECT_GT(f.replicas, 1);
   EXPECT_FALSE(result->overloaded);
   // The reports say why the size that passes span and SLO was turned down.
-  EXPECT_NE(FormatReplaySummary(*result).find("smallest fleet not overloaded"), std::string::npos);
-  EXPECT_NE(FormatReplaySummary(*result).find("tried 1~"), std::string::npos)
-      << FormatReplaySummary(*result);
+  EXPECT_NE(ReplayReportText(*result).find("smallest fleet not overloaded"), std::string::npos);
+  EXPECT_NE(ReplayReportText(*result).find("tried 1~"), std::string::npos)
+      << ReplayReportText(*result);
   const nlohmann::ordered_json probes = ReplayResultToJson(*result)["fleet"]["auto"]["probes"];
   EXPECT_EQ(probes[0].value("overloaded", false), true) << probes.dump();
   for (const auto& probe : probes) {
@@ -570,7 +570,7 @@ TEST(FleetTest, AutoSizingNamesAnUnreachableSlo) {
   auto result = AutoSize(plan, e, reqs);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(result.status().message().find("raise --ttft-slo-ms"), std::string::npos)
+  EXPECT_NE(result.status().message().find("raise `ttft_slo_ms`"), std::string::npos)
       << result.status();
 }
 

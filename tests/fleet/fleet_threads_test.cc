@@ -16,6 +16,7 @@
 
 #include "prefixsim/engine.h"
 #include "prefixsim/kv_event_sink.h"
+#include "prefixsim/replay.h"
 #include "sim/fleet/router.h"
 #include "sim/report/report.h"
 #include "tests/engine/engine_test_util.h"

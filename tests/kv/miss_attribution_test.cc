@@ -21,6 +21,7 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/miss_causes.h"
 #include "prefixsim/model.h"
+#include "prefixsim/replay.h"
 #include "prefixsim/trace.h"
 #include "sim/kv/routing.h"
 #include "sim/report/report.h"

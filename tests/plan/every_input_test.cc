@@ -16,11 +16,11 @@
 #include "prefixsim/engine_config.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/model.h"
-#include "prefixsim/status.h"
 #include "sim/cli/common.h"
 #include "sim/plan/config_fields.h"
 #include "sim/plan/json_config.h"
 #include "sim/plan/plan_format.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

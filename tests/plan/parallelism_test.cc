@@ -13,7 +13,7 @@
 #include "prefixsim/engine_config.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/model.h"
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 namespace {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "prefixsim/engine.h"
+#include "prefixsim/replay.h"
 #include "sim/report/html_charts.h"
 #include "sim/report/report.h"
 #include "tests/cli_runner.h"
@@ -233,7 +234,7 @@ TEST(FleetReportTest, CompareTextListsEveryPolicysReplicas) {
 
 TEST(FleetReportTest, CompareTextListsTheSizesTriedUnderAuto) {
   const std::vector<ReplayResult> results = {AutoSized("old"), AutoSized("new")};
-  const std::string text = FormatComparison(results);
+  const std::string text = ComparisonReportText(results);
   for (const ReplayResult& r : results) {
     std::string tried = " tried";
     for (const AutoSizeProbe& p : r.fleet->probes) {
@@ -243,7 +244,7 @@ TEST(FleetReportTest, CompareTextListsTheSizesTriedUnderAuto) {
     ASSERT_NE(at, std::string::npos) << text;
     const size_t next = text.find("Fleet of policy", at + 1);
     const std::string section = text.substr(at, next == std::string::npos ? next : next - at);
-    EXPECT_NE(section.find("--replicas auto"), std::string::npos) << section;
+    EXPECT_NE(section.find("`replicas=auto`"), std::string::npos) << section;
     EXPECT_NE(section.find(tried), std::string::npos) << tried << "\n" << section;
     // Every mark a probe can get is in the legend.
     for (const char* mark : {"+ keeps up", "~ overloaded", "! thrashed", "- too slow"}) {

@@ -17,6 +17,7 @@
 #include "prefixsim/engine_config.h"
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/model.h"
+#include "prefixsim/replay.h"
 #include "prefixsim/report.h"
 #include "prefixsim/trace.h"
 #include "tests/cli_runner.h"

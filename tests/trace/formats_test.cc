@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "prefixsim/status.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/util/status_macros.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace prefixsim {

@@ -4,8 +4,8 @@
 #include <ostream>
 #include <string>
 
-#include "prefixsim/status.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/util/status_macros.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace prefixsim {

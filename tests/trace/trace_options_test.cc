@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include "prefixsim/status.h"
 #include "prefixsim/trace.h"
 #include "sim/cli/exit_codes.h"
+#include "sim/util/status_macros.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace prefixsim {
@@ -164,7 +164,7 @@ TEST(TraceOptionsTest, BlockTokensOnATraceWithoutHashIdsIsAnError) {
   ASSERT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(reader.status().message(),
             tokens +
-                ": --trace-block-tokens sets the tokens per hash id of bailian and mooncake "
+                ": `trace_block_tokens` sets the tokens per hash id of bailian and mooncake "
                 "traces; this trace is tokens, which has none");
   EXPECT_TRUE(
       OpenTrace(WriteTemp("m.jsonl", MooncakeLine(0)), {.format = "", .trace_block_tokens = 16})
@@ -178,7 +178,7 @@ TEST(TraceOptionsTest, DetectionFailuresAndMissingFiles) {
             absl::StatusCode::kInvalidArgument);
   auto unknown = OpenTrace(WriteTemp("u.jsonl", "{\"foo\": 1}\n"));
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(unknown.status().message().find("--trace-format"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("`format`"), std::string::npos);
   std::string broken = WriteTemp("x.jsonl", "{\"timestamp\": 0, \"input_length\n");
   auto malformed = OpenTrace(broken);
   EXPECT_NE(malformed.status().message().find(broken + ":1: malformed JSON"), std::string::npos)

@@ -241,23 +241,24 @@ std::vector<std::string> WorkloadKinds() { return {"chat", "agentic", "shared_do
 absl::StatusOr<std::vector<GeneratedRequest>> GenerateWorkload(const WorkloadOptions& options) {
   const auto kinds = WorkloadKinds();
   if (std::find(kinds.begin(), kinds.end(), options.kind) == kinds.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("--kind: unknown workload '", options.kind,
+    return absl::InvalidArgumentError(absl::StrCat("`kind`: unknown workload '", options.kind,
                                                    "'; one of ", absl::StrJoin(kinds, ", ")));
   }
   if (options.arrival != "poisson" && options.arrival != "bursty") {
-    return absl::InvalidArgumentError(absl::StrCat("--arrival: unknown arrival process '",
+    return absl::InvalidArgumentError(absl::StrCat("`arrival`: unknown arrival process '",
                                                    options.arrival, "'; one of poisson, bursty"));
   }
-  if (options.requests < 1) return absl::InvalidArgumentError("--requests must be positive");
+  if (options.requests < 1) return absl::InvalidArgumentError("`requests` must be positive");
   if (!std::isfinite(options.rate_per_s) || options.rate_per_s <= 0) {
-    return absl::InvalidArgumentError("--rate must be a positive number of requests per second");
+    return absl::InvalidArgumentError(
+        "`rate_per_s` must be a positive number of requests per second");
   }
   if (options.max_prompt_tokens < 2000) {
-    return absl::InvalidArgumentError("--max-prompt-tokens must be at least 2000");
+    return absl::InvalidArgumentError("`max_prompt_tokens` must be at least 2000");
   }
   if (options.kind == "agentic" && options.max_prompt_tokens < 32000) {
     return absl::InvalidArgumentError(
-        "--max-prompt-tokens must be at least 32000 for agentic (its shared prefixes are long)");
+        "`max_prompt_tokens` must be at least 32000 for agentic (its shared prefixes are long)");
   }
   Generator generator(options);
   return generator.Run();

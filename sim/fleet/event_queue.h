@@ -2,15 +2,15 @@
 // int64 nanoseconds (docs/design.md §5); events at the same time run in insertion order. The queue
 // owns the clock: popping an event advances now(), and scheduling into the past is a broken
 // invariant.
-#ifndef PREFIXSIM_SIM_ENGINE_EVENT_QUEUE_H_
-#define PREFIXSIM_SIM_ENGINE_EVENT_QUEUE_H_
+#ifndef PREFIXSIM_SIM_FLEET_EVENT_QUEUE_H_
+#define PREFIXSIM_SIM_FLEET_EVENT_QUEUE_H_
 
 #include <cstdint>
 #include <queue>
 #include <utility>
 #include <vector>
 
-#include "prefixsim/status.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim {
 
@@ -58,4 +58,4 @@ class EventQueue {
 
 }  // namespace prefixsim
 
-#endif  // PREFIXSIM_SIM_ENGINE_EVENT_QUEUE_H_
+#endif  // PREFIXSIM_SIM_FLEET_EVENT_QUEUE_H_

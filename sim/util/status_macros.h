@@ -1,7 +1,7 @@
 // Status helpers. Debian's Abseil (20220623) has no RETURN_IF_ERROR or CHECK, so prefixsim
 // carries its own small macros.
-#ifndef PREFIXSIM_STATUS_H_
-#define PREFIXSIM_STATUS_H_
+#ifndef PREFIXSIM_SIM_UTIL_STATUS_MACROS_H_
+#define PREFIXSIM_SIM_UTIL_STATUS_MACROS_H_
 
 #include <cstdio>
 #include <cstdlib>
@@ -84,4 +84,4 @@ inline std::string_view StdView(absl::string_view s) {
 
 }  // namespace prefixsim
 
-#endif  // PREFIXSIM_STATUS_H_
+#endif  // PREFIXSIM_SIM_UTIL_STATUS_MACROS_H_

@@ -1,5 +1,5 @@
 // The event kernel (docs/design.md §5: int64 ns time, same-time events in insertion order).
-#include "sim/engine/event_queue.h"
+#include "sim/fleet/event_queue.h"
 
 #include <gtest/gtest.h>
 
