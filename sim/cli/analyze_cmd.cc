@@ -61,15 +61,15 @@ struct AnalyzeFlags {
   std::string json_out;
 };
 
-absl::Status RunAnalyze(const AnalyzeFlags& flags) {
+absl::Status RunAnalyzeCommand(const AnalyzeFlags& flags, CommandOutput& out) {
   PREFIXSIM_RETURN_IF_ERROR(CheckOutputFile(flags.json_out, "--json"));
   if (flags.trace != "-") {
     PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
                                OpenTrace(flags.trace, flags.trace_options));
     if (!reader->has_prefix_identity()) {
-      std::cerr << "prefixsim analyze: warning: " << flags.trace
-                << " has no prefix identity (lengths only): nothing is shared, so every hit "
-                   "rate below is 0 by construction\n";
+      out.err << "prefixsim analyze: warning: " << flags.trace
+              << " has no prefix identity (lengths only): nothing is shared, so every hit "
+                 "rate below is 0 by construction\n";
     }
   }
   AnalyzeOptions options;
@@ -82,10 +82,11 @@ absl::Status RunAnalyze(const AnalyzeFlags& flags) {
                              AnalyzeTraceFile(flags.trace, flags.trace_options, options));
   // With --json - stdout carries the JSON only.
   if (flags.json_out != "-") {
-    std::cout << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
+    out.out << "trace                 " << flags.trace << "\n" << FormatAnalyzeResult(result);
   }
   if (!flags.json_out.empty()) {
-    PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.json_out, AnalyzeResultToJson(result) + "\n"));
+    PREFIXSIM_RETURN_IF_ERROR(
+        WriteOutput(flags.json_out, AnalyzeResultToJson(result) + "\n", out.out));
   }
   return absl::OkStatus();
 }
@@ -133,11 +134,8 @@ void AddAnalyzeCommand(CLI::App& app, CommandContext& ctx) {
       ->excludes(capacity_blocks)
       ->excludes(capacities);
   cmd->add_option("--json", flags->json_out, "Write the JSON report to this file");
-  cmd->callback([flags, &ctx] {
-    absl::Status status = RunAnalyze(*flags);
-    if (!status.ok()) std::cerr << "prefixsim analyze: " << status.message() << "\n";
-    ctx.exit_code = ExitCodeFor(status);
-  });
+  SetCommandRun(cmd, "analyze", ctx,
+                [flags](CommandOutput& out) { return RunAnalyzeCommand(*flags, out); });
 }
 
 }  // namespace prefixsim::cli

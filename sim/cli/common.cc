@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "prefixsim/kv_plan.h"
+#include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/cli/option_flags.h"
 #include "sim/fleet/cache_view.h"
@@ -163,6 +164,19 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
 int ReportError(std::string_view command, const absl::Status& status) {
   std::cerr << "prefixsim " << command << ": " << SpellForCli(StdView(status.message())) << "\n";
   return ExitCodeFor(status);
+}
+
+int RunCommand(std::string_view command, const CommandRun& run) {
+  CommandOutput output{std::cout, std::cerr};
+  const absl::Status status = run(output);
+  if (!status.ok()) return ReportError(command, status);
+  return output.exit_code;
+}
+
+void SetCommandRun(CLI::App* cmd, std::string_view command, CommandContext& ctx, CommandRun run) {
+  cmd->callback([name = std::string(command), run = std::move(run), &ctx] {
+    ctx.exit_code = RunCommand(name, run);
+  });
 }
 
 }  // namespace prefixsim::cli

@@ -43,7 +43,9 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* overrides);
 // "old, new" and "old,new" are the same list.
 std::vector<std::string> SplitCommaList(std::string_view text);
 
-// Prints "prefixsim <command>: <message>" to stderr and returns the exit code for `status`.
+// Prints "prefixsim <command>: <message>" to stderr and returns the exit code for `status`: the one
+// place where an error becomes text for the user (every command's errors come here through
+// RunCommand, sim/cli/commands.h).
 int ReportError(std::string_view command, const absl::Status& status);
 
 }  // namespace prefixsim::cli

@@ -22,7 +22,7 @@ struct GenTraceFlags {
   std::optional<int64_t> block_tokens;  // unset: 512
 };
 
-absl::Status RunGenTrace(const GenTraceFlags& flags) {
+absl::Status RunGenTraceCommand(const GenTraceFlags& flags, CommandOutput& out) {
   if (flags.format != "mooncake" && flags.format != "tokens") {
     return absl::InvalidArgumentError(absl::StrCat("--format: unknown output format '",
                                                    flags.format, "'; one of mooncake, tokens"));
@@ -38,9 +38,9 @@ absl::Status RunGenTrace(const GenTraceFlags& flags) {
                              GenerateWorkload(flags.workload));
   std::string text = flags.format == "mooncake" ? FormatMooncakeTrace(requests, block_tokens)
                                                 : FormatTokensTrace(requests);
-  PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.out, text));
+  PREFIXSIM_RETURN_IF_ERROR(WriteOutput(flags.out, text, out.out));
   // With --out - stdout carries the trace only; the summary goes to stderr.
-  std::ostream& summary = flags.out == "-" ? std::cerr : std::cout;
+  std::ostream& summary = flags.out == "-" ? out.err : out.out;
   summary << "wrote " << requests.size() << " requests (" << flags.workload.kind << ", "
           << flags.format << ", " << text.size() << " bytes) to " << flags.out << "\n";
   return absl::OkStatus();
@@ -70,11 +70,8 @@ void AddGenTraceCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--block-tokens", flags->block_tokens,
                   "Tokens per hash id in mooncake output (readers need --trace-block-tokens "
                   "unless 512; default 512)");
-  cmd->callback([flags, &ctx] {
-    absl::Status status = RunGenTrace(*flags);
-    if (!status.ok()) std::cerr << "prefixsim gen-trace: " << status.message() << "\n";
-    ctx.exit_code = ExitCodeFor(status);
-  });
+  SetCommandRun(cmd, "gen-trace", ctx,
+                [flags](CommandOutput& out) { return RunGenTraceCommand(*flags, out); });
 }
 
 }  // namespace prefixsim::cli

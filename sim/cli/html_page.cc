@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <set>
 
@@ -153,7 +154,7 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
   } else {
     page.analyze_error = std::string(analyzed.status().message());
   }
-  return WriteOutput(options.html_path, HtmlReport(results, page));
+  return WriteOutput(options.html_path, HtmlReport(results, page), std::cout);
 }
 
 }  // namespace prefixsim::cli

@@ -20,6 +20,7 @@
 #include "sim/cli/common.h"
 #include "sim/cli/exit_codes.h"
 #include "sim/cuda/grid_builder.h"
+#include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
 namespace {
@@ -41,21 +42,138 @@ absl::Status ParseList(const std::string& text, std::string_view flag, std::vect
   return absl::OkStatus();
 }
 
+struct KernelBenchCommandOptions {
+  ModelEngineOptions model_engine;
+  std::string policies = "old,new";
+  std::string batches, contexts, chunks;
+  int q_heads_per_kv = 8;
+  int mla_q_heads = 16;
+  bool dry_run = false;
+  std::string emit_grid;
+  std::string out = "kernels.csv";
+  double budget_s = 300;
+};
+
+#ifdef PREFIXSIM_KERNEL_BENCH_TOOL
+constexpr bool kHaveKernels = true;
+#else
+constexpr bool kHaveKernels = false;
+#endif
+
+absl::StatusOr<cuda::GridAxes> ParseGridAxes(const KernelBenchCommandOptions& options) {
+  cuda::GridAxes axes;
+  PREFIXSIM_RETURN_IF_ERROR(ParseList(options.batches, "--batches", &axes.batches));
+  PREFIXSIM_RETURN_IF_ERROR(ParseList(options.contexts, "--contexts", &axes.contexts));
+  PREFIXSIM_RETURN_IF_ERROR(ParseList(options.chunks, "--prefill-chunks", &axes.prefill_chunks));
+  axes.q_heads_per_kv = options.q_heads_per_kv;
+  axes.mla_q_heads = options.mla_q_heads;
+  return axes;
+}
+
+absl::StatusOr<std::vector<KvPlan>> ResolvePlans(const ModelAndEngine& loaded,
+                                                 const std::string& policy_list) {
+  std::vector<KvPlan> plans;
+  for (const std::string& policy : SplitCommaList(policy_list)) {
+    PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolveKvPlan(loaded.model, loaded.engine, policy));
+    plans.push_back(std::move(plan));
+  }
+  if (plans.empty()) return absl::InvalidArgumentError("--policies is empty");
+  return plans;
+}
+
+// --emit-grid: the grid file for bench/cuda's tool ("-" = stdout).
+absl::Status EmitGrid(const std::string& path, const std::string& text, std::ostream& out) {
+  if (path.empty()) return absl::OkStatus();
+  if (path == "-") {
+    out << text;
+    return absl::OkStatus();
+  }
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f.good()) {
+    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot write the grid"));
+  }
+  return absl::OkStatus();
+}
+
+// --dry-run: the grid as a table (unless --emit-grid - has stdout for the grid file).
+void PrintDryRun(const KernelBenchCommandOptions& options, const cuda::KernelGrid& grid,
+                 std::ostream& out) {
+  if (options.emit_grid == "-") return;
+  out << "kernel-bench grid: " << grid.points.size() << " points ("
+      << (kHaveKernels ? "kernels built in this build"
+                       : "kernels not built in this build: configure with "
+                         "-DPREFIXSIM_CUDA=ON, or run bench/cuda/measure.sh on a GPU")
+      << ")\n";
+  for (const std::string& n : grid.notes) out << "# note: " << n << "\n";
+  out << cuda::FormatGridHeader() << "\n";
+  for (const cuda::GridPoint& p : grid.points) out << cuda::FormatGridPoint(p) << "\n";
+}
+
+// Times the grid with bench/cuda's tool, which reads it from a file; the tool's own exit status
+// (1 without a GPU) becomes out.exit_code.
+absl::Status MeasureGrid(const KernelBenchCommandOptions& options, const std::string& grid_text,
+                         CommandOutput& out) {
+#ifndef PREFIXSIM_KERNEL_BENCH_TOOL
+  (void)options;
+  (void)grid_text;
+  (void)out;
+  return absl::UnimplementedError(
+      "this build has no CUDA kernels (configure with -DPREFIXSIM_CUDA=ON on a machine with "
+      "nvcc, or run bench/cuda/measure.sh on a GPU machine); --dry-run lists the grid");
+#else
+  std::string grid_path = options.emit_grid;
+  if (grid_path.empty() || grid_path == "-") {
+    grid_path = (std::filesystem::temp_directory_path() /
+                 absl::StrCat("prefixsim_kernel_grid_", getpid(), ".txt"))
+                    .string();
+    std::ofstream f(grid_path, std::ios::binary);
+    f << grid_text;
+  }
+  const std::string budget = absl::StrCat(options.budget_s);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(PREFIXSIM_KERNEL_BENCH_TOOL, PREFIXSIM_KERNEL_BENCH_TOOL, "--grid", grid_path.c_str(),
+          "--out", options.out.c_str(), "--time-budget-s", budget.c_str(),
+          static_cast<char*>(nullptr));
+    std::cerr << "prefixsim kernel-bench: cannot run " << PREFIXSIM_KERNEL_BENCH_TOOL << "\n";
+    _exit(kExitRuntimeFailure);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+    out.exit_code = kExitRuntimeFailure;
+  } else {
+    out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitRuntimeFailure;
+  }
+  if (grid_path != options.emit_grid) std::filesystem::remove(grid_path);
+  return absl::OkStatus();
+#endif
+}
+
+absl::Status RunKernelBenchCommand(const KernelBenchCommandOptions& options, CommandOutput& out) {
+  PREFIXSIM_ASSIGN_OR_RETURN(const cuda::GridAxes axes, ParseGridAxes(options));
+  PREFIXSIM_ASSIGN_OR_RETURN(const ModelAndEngine loaded, LoadModelAndEngine(options.model_engine));
+  PREFIXSIM_ASSIGN_OR_RETURN(const std::vector<KvPlan> plans,
+                             ResolvePlans(loaded, options.policies));
+  PREFIXSIM_ASSIGN_OR_RETURN(const cuda::KernelGrid grid,
+                             cuda::BuildKernelGrid(loaded.model, loaded.engine, plans, axes));
+  const std::string text = cuda::FormatGridFile(
+      grid, {absl::StrCat("prefixsim kernel grid: model ", options.model_engine.model, ", engine ",
+                          options.model_engine.engine, ", policies ", options.policies),
+             "made by `prefixsim kernel-bench --emit-grid`; read by bench/cuda "
+             "(prefixsim_kernel_bench --grid)"});
+  PREFIXSIM_RETURN_IF_ERROR(EmitGrid(options.emit_grid, text, out.out));
+  if (options.dry_run) {
+    PrintDryRun(options, grid, out.out);
+    return absl::OkStatus();
+  }
+  return MeasureGrid(options, text, out);
+}
+
 }  // namespace
 
 void AddKernelBenchCommand(CLI::App& app, CommandContext& ctx) {
-  struct Options {
-    ModelEngineOptions model_engine;
-    std::string policies = "old,new";
-    std::string batches, contexts, chunks;
-    int q_heads_per_kv = 8;
-    int mla_q_heads = 16;
-    bool dry_run = false;
-    std::string emit_grid;
-    std::string out = "kernels.csv";
-    double budget_s = 300;
-  };
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<KernelBenchCommandOptions>();
   auto* cmd = app.add_subcommand(
       "kernel-bench",
       "time the paged attention, MLA, append and state kernels of each policy's KV groups on a "
@@ -84,116 +202,8 @@ void AddKernelBenchCommand(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--time-budget-s", options->budget_s, "real run: stop timing after this long")
       ->capture_default_str()
       ->excludes(dry_run);
-  cmd->callback([options, &ctx] {
-    cuda::GridAxes axes;
-    for (absl::Status s : {ParseList(options->batches, "--batches", &axes.batches),
-                           ParseList(options->contexts, "--contexts", &axes.contexts),
-                           ParseList(options->chunks, "--prefill-chunks", &axes.prefill_chunks)}) {
-      if (!s.ok()) {
-        ctx.exit_code = ReportError("kernel-bench", s);
-        return;
-      }
-    }
-    axes.q_heads_per_kv = options->q_heads_per_kv;
-    axes.mla_q_heads = options->mla_q_heads;
-    auto loaded = LoadModelAndEngine(options->model_engine);
-    if (!loaded.ok()) {
-      ctx.exit_code = ReportError("kernel-bench", loaded.status());
-      return;
-    }
-    std::vector<KvPlan> plans;
-    for (const std::string& p : SplitCommaList(options->policies)) {
-      auto plan = ResolveKvPlan(loaded->model, loaded->engine, p);
-      if (!plan.ok()) {
-        ctx.exit_code = ReportError("kernel-bench", plan.status());
-        return;
-      }
-      plans.push_back(*std::move(plan));
-    }
-    if (plans.empty()) {
-      ctx.exit_code =
-          ReportError("kernel-bench", absl::InvalidArgumentError("--policies is empty"));
-      return;
-    }
-    auto grid = cuda::BuildKernelGrid(loaded->model, loaded->engine, plans, axes);
-    if (!grid.ok()) {
-      ctx.exit_code = ReportError("kernel-bench", grid.status());
-      return;
-    }
-    const std::string text = cuda::FormatGridFile(
-        *grid,
-        {absl::StrCat("prefixsim kernel grid: model ", options->model_engine.model, ", engine ",
-                      options->model_engine.engine, ", policies ", options->policies),
-         "made by `prefixsim kernel-bench --emit-grid`; read by bench/cuda "
-         "(prefixsim_kernel_bench --grid)"});
-    if (!options->emit_grid.empty()) {
-      if (options->emit_grid == "-") {
-        std::cout << text;
-      } else {
-        std::ofstream f(options->emit_grid, std::ios::binary);
-        f << text;
-        if (!f.good()) {
-          ctx.exit_code =
-              ReportError("kernel-bench", absl::PermissionDeniedError(absl::StrCat(
-                                              options->emit_grid, ": cannot write the grid")));
-          return;
-        }
-      }
-    }
-#ifdef PREFIXSIM_KERNEL_BENCH_TOOL
-    constexpr bool kHaveKernels = true;
-#else
-    constexpr bool kHaveKernels = false;
-#endif
-    if (options->dry_run) {
-      if (options->emit_grid != "-") {
-        std::cout << "kernel-bench grid: " << grid->points.size() << " points ("
-                  << (kHaveKernels ? "kernels built in this build"
-                                   : "kernels not built in this build: configure with "
-                                     "-DPREFIXSIM_CUDA=ON, or run bench/cuda/measure.sh on a GPU")
-                  << ")\n";
-        for (const std::string& n : grid->notes) std::cout << "# note: " << n << "\n";
-        std::cout << cuda::FormatGridHeader() << "\n";
-        for (const cuda::GridPoint& p : grid->points) {
-          std::cout << cuda::FormatGridPoint(p) << "\n";
-        }
-      }
-      ctx.exit_code = kExitOk;
-      return;
-    }
-#ifndef PREFIXSIM_KERNEL_BENCH_TOOL
-    std::cerr << "prefixsim kernel-bench: this build has no CUDA kernels (configure with "
-                 "-DPREFIXSIM_CUDA=ON on a machine with nvcc, or run bench/cuda/measure.sh on a "
-                 "GPU machine); --dry-run lists the grid\n";
-    ctx.exit_code = kExitRuntimeFailure;
-#else
-    // The tool reads the grid from a file; its own exit status (1 without a GPU) is ours.
-    std::string grid_path = options->emit_grid;
-    if (grid_path.empty() || grid_path == "-") {
-      grid_path = (std::filesystem::temp_directory_path() /
-                   absl::StrCat("prefixsim_kernel_grid_", getpid(), ".txt"))
-                      .string();
-      std::ofstream f(grid_path, std::ios::binary);
-      f << text;
-    }
-    const std::string budget = absl::StrCat(options->budget_s);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      execl(PREFIXSIM_KERNEL_BENCH_TOOL, PREFIXSIM_KERNEL_BENCH_TOOL, "--grid", grid_path.c_str(),
-            "--out", options->out.c_str(), "--time-budget-s", budget.c_str(),
-            static_cast<char*>(nullptr));
-      std::cerr << "prefixsim kernel-bench: cannot run " << PREFIXSIM_KERNEL_BENCH_TOOL << "\n";
-      _exit(kExitRuntimeFailure);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
-      ctx.exit_code = kExitRuntimeFailure;
-    } else {
-      ctx.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitRuntimeFailure;
-    }
-    if (grid_path != options->emit_grid) std::filesystem::remove(grid_path);
-#endif
-  });
+  SetCommandRun(cmd, "kernel-bench", ctx,
+                [options](CommandOutput& out) { return RunKernelBenchCommand(*options, out); });
 }
 
 }  // namespace prefixsim::cli

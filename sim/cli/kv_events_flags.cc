@@ -71,6 +71,12 @@ std::string KvEventsFileFor(const std::string& file, std::string_view policy) {
   return out.string();
 }
 
+absl::Status CheckKvEventsFleetSize(const EngineConfig& engine) {
+  if (!engine.fleet.auto_replicas) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "--kv-events needs a fixed fleet size; --replicas auto replays several");
+}
+
 absl::StatusOr<std::unique_ptr<KvEventsOutput>> KvEventsOutput::Open(
     const KvEventsCliOptions& options, const std::string& path, const KvPlan& plan,
     int num_replicas) {

@@ -15,6 +15,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "prefixsim/engine_config.h"
 #include "prefixsim/kv_event_sink.h"
 #include "prefixsim/kv_plan.h"
 #include "sim/events/event_log.h"
@@ -46,6 +47,10 @@ void AddKvEventsCliOptions(CLI::App* cmd, KvEventsCliOptions* options, bool with
 // ".<policy>" inserted before its extension (events.msgpack -> events.new.msgpack), or appended
 // when it has none.
 std::string KvEventsFileFor(const std::string& file, std::string_view policy);
+
+// InvalidArgument on a fleet of --replicas auto: its search replays several fleets, whose events
+// would interleave in one stream.
+absl::Status CheckKvEventsFleetSize(const EngineConfig& engine);
 
 // One run's event outputs: a recorder per replica, writing to one file in the order the
 // simulation produces the batches (deterministic, so equal inputs give byte-identical files).

@@ -18,19 +18,104 @@
 #include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
+namespace {
 
 inline constexpr int kExitRegressed = 3;
 
+struct RegressCommandOptions {
+  std::string suite;
+  std::string baseline;
+  bool update = false;
+  int jobs = 0;
+  std::string format = "text";
+  std::string output;
+};
+
+// Loads the suite and checks everything that can be checked before its points run: the
+// tolerances, the --output directory, and that there is something to compare.
+absl::StatusOr<grid::Scenario> LoadSuite(const RegressCommandOptions& options) {
+  PREFIXSIM_ASSIGN_OR_RETURN(grid::Scenario suite, grid::LoadScenario(options.suite));
+  PREFIXSIM_RETURN_IF_ERROR(grid::CheckTolerances(suite));
+  if (!options.output.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(options.output).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --output: ", options.output, ": no such directory ", parent.string()));
+    }
+  }
+  if (suite.tolerances.empty() && !options.update) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.suite, ": field tolerances: missing (nothing would be compared)"));
+  }
+  PREFIXSIM_RETURN_IF_ERROR(grid::ValidatePoints(suite));
+  return suite;
+}
+
+// The JSON summary of every point; a point's error names the suite and the point.
+absl::StatusOr<std::vector<nlohmann::ordered_json>> RunSuitePoints(
+    const RegressCommandOptions& options, const grid::Scenario& suite) {
+  auto results = grid::RunPoints(suite, suite.points, options.jobs, /*include_wall_time=*/false);
+  std::vector<nlohmann::ordered_json> summaries;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) {
+      return absl::Status(results[i].status().code(),
+                          absl::StrCat(options.suite, ": point ", i, " (", suite.points[i].id,
+                                       "): ", results[i].status().message()));
+    }
+    summaries.push_back(*std::move(results[i]));
+  }
+  return summaries;
+}
+
+std::string FormatRegressReport(const grid::RegressReport& report, const std::string& format) {
+  if (format == "markdown") return SpellForCli(grid::FormatRegressMarkdown(report));
+  if (format == "junit") return SpellForCli(grid::FormatRegressJUnit(report));
+  return SpellForCli(grid::FormatRegressText(report));
+}
+
+// Writes the report and the verdict; out.exit_code says whether a point regressed.
+absl::Status ReportComparison(const RegressCommandOptions& options,
+                              const grid::RegressReport& report, CommandOutput& out) {
+  const std::string text = FormatRegressReport(report, options.format);
+  // The verdict goes to stdout with the text report; a Markdown or JUnit report on stdout
+  // stays a document of its own, so the verdict goes to stderr.
+  const bool report_on_stdout = options.output.empty();
+  std::ostream& verdict = report_on_stdout && options.format != "text" ? out.err : out.out;
+  if (report_on_stdout) {
+    out.out << text;
+  } else {
+    PREFIXSIM_RETURN_IF_ERROR(WriteOutput(options.output, text, out.out));
+  }
+  verdict << "regress: " << grid::RegressVerdict(report) << "\n";
+  if (report.regressed) {
+    verdict << "regress: if the change is intended, update the baseline and commit it: "
+               "prefixsim regress --suite "
+            << options.suite << " --baseline " << options.baseline << " --update\n";
+  }
+  out.exit_code = report.regressed ? kExitRegressed : kExitOk;
+  return absl::OkStatus();
+}
+
+absl::Status RunRegressCommand(const RegressCommandOptions& options, CommandOutput& out) {
+  PREFIXSIM_ASSIGN_OR_RETURN(const grid::Scenario suite, LoadSuite(options));
+  PREFIXSIM_ASSIGN_OR_RETURN(const std::vector<nlohmann::ordered_json> summaries,
+                             RunSuitePoints(options, suite));
+  if (options.update) {
+    PREFIXSIM_RETURN_IF_ERROR(WriteOutput(
+        options.baseline, grid::BaselineJson(suite, summaries).dump(2) + "\n", out.out));
+    out.out << "regress: baseline " << options.baseline << " updated (" << summaries.size()
+            << " points)\n";
+    return absl::OkStatus();
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(const grid::RegressReport report,
+                             grid::CompareWithBaseline(suite, summaries, options.baseline));
+  return ReportComparison(options, report, out);
+}
+
+}  // namespace
+
 void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
-  struct Options {
-    std::string suite;
-    std::string baseline;
-    bool update = false;
-    int jobs = 0;
-    std::string format = "text";
-    std::string output;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<RegressCommandOptions>();
   auto* cmd = app.add_subcommand(
       "regress",
       "run a regression suite and compare it with its baseline under the suite's tolerances. "
@@ -55,92 +140,8 @@ void AddRegressCommand(CLI::App& app, CommandContext& ctx) {
       ->excludes(update);
   cmd->add_option("--output,-o", o->output, "write the report to FILE instead of stdout")
       ->excludes(update);
-  cmd->callback([o, &ctx] {
-    auto suite = grid::LoadScenario(o->suite);
-    if (!suite.ok()) {
-      ctx.exit_code = ReportError("regress", suite.status());
-      return;
-    }
-    if (absl::Status s = grid::CheckTolerances(*suite); !s.ok()) {
-      ctx.exit_code = ReportError("regress", s);
-      return;
-    }
-    if (!o->output.empty()) {
-      // Found before the points run, not after.
-      const std::filesystem::path parent = std::filesystem::path(o->output).parent_path();
-      if (!parent.empty() && !std::filesystem::is_directory(parent)) {
-        ctx.exit_code = ReportError(
-            "regress", absl::InvalidArgumentError(absl::StrCat(
-                           "flag --output: ", o->output, ": no such directory ", parent.string())));
-        return;
-      }
-    }
-    if (suite->tolerances.empty() && !o->update) {
-      ctx.exit_code = ReportError(
-          "regress", absl::InvalidArgumentError(absl::StrCat(
-                         o->suite, ": field tolerances: missing (nothing would be compared)")));
-      return;
-    }
-    if (absl::Status valid = grid::ValidatePoints(*suite); !valid.ok()) {
-      ctx.exit_code = ReportError("regress", valid);
-      return;
-    }
-    auto results = grid::RunPoints(*suite, suite->points, o->jobs, /*include_wall_time=*/false);
-    std::vector<nlohmann::ordered_json> summaries;
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (!results[i].ok()) {
-        ctx.exit_code = ReportError(
-            "regress", absl::Status(results[i].status().code(),
-                                    absl::StrCat(o->suite, ": point ", i, " (", suite->points[i].id,
-                                                 "): ", results[i].status().message())));
-        return;
-      }
-      summaries.push_back(*std::move(results[i]));
-    }
-    if (o->update) {
-      absl::Status s =
-          WriteOutput(o->baseline, grid::BaselineJson(*suite, summaries).dump(2) + "\n");
-      if (!s.ok()) {
-        ctx.exit_code = ReportError("regress", s);
-        return;
-      }
-      std::cout << "regress: baseline " << o->baseline << " updated (" << summaries.size()
-                << " points)\n";
-      ctx.exit_code = kExitOk;
-      return;
-    }
-    auto report = grid::CompareWithBaseline(*suite, summaries, o->baseline);
-    if (!report.ok()) {
-      ctx.exit_code = ReportError("regress", report.status());
-      return;
-    }
-    std::string text;
-    if (o->format == "markdown") {
-      text = grid::FormatRegressMarkdown(*report);
-    } else if (o->format == "junit") {
-      text = grid::FormatRegressJUnit(*report);
-    } else {
-      text = grid::FormatRegressText(*report);
-    }
-    text = SpellForCli(text);
-    // The verdict goes to stdout with the text report; a Markdown or JUnit report on stdout
-    // stays a document of its own, so the verdict goes to stderr.
-    const bool report_on_stdout = o->output.empty();
-    std::ostream& verdict = report_on_stdout && o->format != "text" ? std::cerr : std::cout;
-    if (report_on_stdout) {
-      std::cout << text;
-    } else if (absl::Status s = WriteOutput(o->output, text); !s.ok()) {
-      ctx.exit_code = ReportError("regress", s);
-      return;
-    }
-    verdict << "regress: " << grid::RegressVerdict(*report) << "\n";
-    if (report->regressed) {
-      verdict << "regress: if the change is intended, update the baseline and commit it: "
-                 "prefixsim regress --suite "
-              << o->suite << " --baseline " << o->baseline << " --update\n";
-    }
-    ctx.exit_code = report->regressed ? kExitRegressed : kExitOk;
-  });
+  SetCommandRun(cmd, "regress", ctx,
+                [o](CommandOutput& out) { return RunRegressCommand(*o, out); });
 }
 
 }  // namespace prefixsim::cli

@@ -12,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "prefixsim/kv_cache_manager.h"
+#include "sim/cli/html_page.h"
+#include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/trace_flags.h"
 #include "sim/fleet/router.h"
@@ -173,9 +175,41 @@ void WarnAboutSettingsWithoutEffect(const ReplayCliOptions& o, const EngineConfi
   }
 }
 
-absl::Status WriteOutput(const std::string& path, std::string_view contents) {
+absl::StatusOr<ReplayInputs> LoadReplayInputs(std::string_view command,
+                                              const ReplayCliOptions& options,
+                                              const std::vector<std::string>& policies,
+                                              const std::vector<OutputFlag>& outputs,
+                                              const HtmlCliOptions& html, std::ostream& err) {
+  for (const OutputFlag& output : outputs) {
+    PREFIXSIM_RETURN_IF_ERROR(CheckOutputFile(output.path, output.flag));
+  }
+  bool has_prefix_identity = true;
+  PREFIXSIM_RETURN_IF_ERROR(
+      CheckTraceInput(options.trace, options.trace_options, &has_prefix_identity));
+  WarnIfNoPrefixIdentity(command, options.trace, has_prefix_identity);
+  ReplayInputs inputs;
+  PREFIXSIM_ASSIGN_OR_RETURN(inputs.loaded, LoadModelAndEngine(options.model_engine));
+  for (const std::string& assumption : inputs.loaded.model.assumptions) {
+    err << "prefixsim " << command << ": assumption: " << assumption << "\n";
+  }
+  for (const std::string& policy : policies) {
+    PREFIXSIM_ASSIGN_OR_RETURN(KvPlan plan, ResolvePlanWarningOfSmallPools(
+                                                inputs.loaded.model, inputs.loaded.engine, policy));
+    inputs.plans.push_back(std::move(plan));
+  }
+  PREFIXSIM_RETURN_IF_ERROR(CheckHtmlOptions(html, inputs.loaded, policies));
+  return inputs;
+}
+
+std::string RunHeading(const ModelAndEngine& loaded, const std::string& trace) {
+  return absl::StrCat("model ", loaded.model.name, "   engine ", loaded.engine.source, "   trace ",
+                      trace, "\n");
+}
+
+absl::Status WriteOutput(const std::string& path, std::string_view contents,
+                         std::ostream& stdout_stream) {
   if (path == "-") {
-    std::cout << contents;
+    stdout_stream << contents;
     return absl::OkStatus();
   }
   return WriteFileAtomically(path, contents);

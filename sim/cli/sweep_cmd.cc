@@ -64,26 +64,156 @@ absl::StatusOr<std::string> RunCapture(const std::string& command) {
   return out;
 }
 
+struct SweepCommandOptions {
+  std::string grid;
+  std::string out;
+  int jobs = 0;
+  std::string shard;
+  bool resume = false;
+  bool no_wall_time = false;
+  bool quiet = false;
+  bool slurm = false;
+  bool submit = false;
+  int shards = 0;
+  std::string sbatch_args;
+  std::vector<std::string> merge_dirs;
+  std::string merge_out;
+  bool merge_partial = false;
+};
+
+// The two sbatch command lines of a grid run on Slurm: the job array, and the merge that depends
+// on it.
+struct SlurmJobs {
+  int tasks = 0;
+  std::string out_dir;  // absolute
+  std::string array_line;
+  std::string exe;
+  std::string sbatch_args;  // "" or " <--sbatch-args>"
+
+  std::string MergeLine(const std::string& array_job) const {
+    const std::string wrap = absl::StrCat(ShellQuote(exe), " sweep merge ", ShellQuote(out_dir),
+                                          "/shard-* --out ", ShellQuote(out_dir));
+    return absl::StrCat("sbatch --parsable", sbatch_args, " --dependency=afterok:", array_job,
+                        " --job-name=prefixsim-merge --output=",
+                        ShellQuote(out_dir + "/slurm-merge-%j.out"), " --wrap ", ShellQuote(wrap));
+  }
+};
+
+absl::StatusOr<SlurmJobs> MakeSlurmJobs(const SweepCommandOptions& o,
+                                        const grid::Scenario& scenario) {
+  SlurmJobs jobs;
+  jobs.tasks = o.shards > 0 ? o.shards : static_cast<int>(scenario.points.size());
+  jobs.exe = SelfExe();
+  jobs.out_dir = AbsPath(o.out);
+  PREFIXSIM_ASSIGN_OR_RETURN(const fs::path script, FindDataFile("scripts/slurm/sweep.sbatch"));
+  const std::string extra = o.no_wall_time ? " --no-wall-time" : "";
+  jobs.sbatch_args = o.sbatch_args.empty() ? "" : " " + o.sbatch_args;
+  jobs.array_line =
+      absl::StrCat("sbatch --parsable", jobs.sbatch_args, " --array=0-", jobs.tasks - 1,
+                   " --output=", ShellQuote(jobs.out_dir + "/slurm-%A_%a.out"), " ",
+                   ShellQuote(script.string()), " ", ShellQuote(jobs.exe), " ",
+                   ShellQuote(AbsPath(o.grid)), " ", ShellQuote(jobs.out_dir), extra);
+  return jobs;
+}
+
+// sbatch --parsable prints "jobid" or "jobid;cluster".
+absl::StatusOr<std::string> SubmitJob(const std::string& sbatch_line) {
+  PREFIXSIM_ASSIGN_OR_RETURN(const std::string printed, RunCapture(sbatch_line));
+  std::string job = std::string(absl::StripAsciiWhitespace(printed));
+  return job.substr(0, job.find(';'));
+}
+
+// --slurm: prints the jobs as a shell script, or with --submit submits them.
+absl::Status RunOnSlurm(const SweepCommandOptions& o, const grid::Scenario& scenario,
+                        std::ostream& out) {
+  PREFIXSIM_ASSIGN_OR_RETURN(const SlurmJobs jobs, MakeSlurmJobs(o, scenario));
+  if (!o.submit) {
+    out << "mkdir -p " << ShellQuote(jobs.out_dir) << "\n"
+        << "jobid=$(" << jobs.array_line << ")\n"
+        << jobs.MergeLine("${jobid%%;*}") << "\n";
+    return absl::OkStatus();
+  }
+  std::error_code ec;
+  fs::create_directories(jobs.out_dir, ec);
+  PREFIXSIM_ASSIGN_OR_RETURN(const std::string array_job, SubmitJob(jobs.array_line));
+  PREFIXSIM_ASSIGN_OR_RETURN(const std::string merge_job, SubmitJob(jobs.MergeLine(array_job)));
+  out << "array job " << array_job << " (" << jobs.tasks << " tasks), merge job " << merge_job
+      << "\n";
+  return absl::OkStatus();
+}
+
+// The closing line on stderr; out.exit_code says whether the sweep was interrupted.
+void ReportSweepStats(const SweepCommandOptions& o, const grid::Scenario& scenario,
+                      const grid::SweepStats& stats, CommandOutput& out) {
+  if (stats.interrupt_signal != 0) {
+    out.err << "sweep: PARTIAL: interrupted by " << SignalName(stats.interrupt_signal) << ": "
+            << stats.run << " points run, " << stats.not_run
+            << " stopped or not started (no file), " << stats.skipped
+            << " already done; results in " << o.out
+            << " cover the finished points; --resume runs the rest\n";
+    out.exit_code = kExitInterrupted;
+    return;
+  }
+  out.err << "sweep: " << stats.run << " points run, " << stats.skipped << " already done, "
+          << scenario.points.size() << " in the grid; ";
+  if (stats.overloaded > 0) {
+    out.err << stats.overloaded << " of the points run OVERLOADED (results.csv's "
+            << "overloaded column names them); ";
+  }
+  out.err << "results in " << o.out << "\n";
+}
+
+// Runs the points here, on a thread pool (the whole grid or one --shard of it).
+absl::Status RunLocally(const SweepCommandOptions& o, const grid::SweepOptions& sweep,
+                        const grid::Scenario& scenario, CommandOutput& out) {
+  PREFIXSIM_RETURN_IF_ERROR(grid::ValidatePoints(scenario));
+  InstallInterruptHandlers();
+  std::ostream& err = out.err;
+  const bool quiet = o.quiet;
+  PREFIXSIM_ASSIGN_OR_RETURN(
+      const grid::SweepStats stats,
+      grid::RunSweep(scenario, sweep, InterruptFlag(),
+                     [quiet, &err](const grid::Point& p, bool overloaded) {
+                       if (quiet) return;
+                       err << "sweep: point " << p.index << " (" << p.id << ") done"
+                           << (overloaded ? ": OVERLOADED (the replay fell behind the trace; "
+                                            "its hit rate reflects the queue as much as the "
+                                            "policy)"
+                                          : "")
+                           << "\n";
+                     }));
+  ReportSweepStats(o, scenario, stats, out);
+  return absl::OkStatus();
+}
+
+absl::Status RunSweepCommand(const SweepCommandOptions& o, CommandOutput& out) {
+  if (o.grid.empty() || o.out.empty()) {
+    return absl::InvalidArgumentError("--grid and --out are required (or: sweep merge)");
+  }
+  grid::SweepOptions sweep;
+  sweep.out_dir = o.out;
+  sweep.jobs = o.jobs;
+  sweep.resume = o.resume;
+  sweep.include_wall_time = !o.no_wall_time;
+  if (!o.shard.empty()) {
+    PREFIXSIM_RETURN_IF_ERROR(grid::ParseShard(o.shard, &sweep.shard, &sweep.num_shards));
+  }
+  PREFIXSIM_ASSIGN_OR_RETURN(const grid::Scenario scenario, grid::LoadScenario(o.grid));
+  // Before any point runs (--slurm alone only prints the jobs and writes nothing).
+  if (!o.slurm || o.submit) PREFIXSIM_RETURN_IF_ERROR(CheckOutputDir(o.out, "--out"));
+  if (o.slurm) return RunOnSlurm(o, scenario, out.out);
+  return RunLocally(o, sweep, scenario, out);
+}
+
+absl::Status RunSweepMergeCommand(const SweepCommandOptions& o) {
+  PREFIXSIM_RETURN_IF_ERROR(CheckOutputDir(o.merge_out, "--out"));
+  return grid::MergeSweepDirs(o.merge_dirs, o.merge_out, !o.merge_partial);
+}
+
 }  // namespace
 
 void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
-  struct Options {
-    std::string grid;
-    std::string out;
-    int jobs = 0;
-    std::string shard;
-    bool resume = false;
-    bool no_wall_time = false;
-    bool quiet = false;
-    bool slurm = false;
-    bool submit = false;
-    int shards = 0;
-    std::string sbatch_args;
-    std::vector<std::string> merge_dirs;
-    std::string merge_out;
-    bool merge_partial = false;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<SweepCommandOptions>();
   auto* cmd = app.add_subcommand(
       "sweep",
       "run every point of a scenario grid (docs/scenarios.md): one JSON summary per point in "
@@ -124,128 +254,13 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx) {
   merge->add_option("dirs", o->merge_dirs, "shard output directories")->required();
   merge->add_option("--out,-o", o->merge_out, "merged output directory")->required();
   merge->add_flag("--allow-partial", o->merge_partial, "merge even if points are missing");
-  merge->callback([o, &ctx] {
-    absl::Status s = CheckOutputDir(o->merge_out, "--out");
-    if (s.ok()) s = grid::MergeSweepDirs(o->merge_dirs, o->merge_out, !o->merge_partial);
-    ctx.exit_code = s.ok() ? kExitOk : ReportError("sweep merge", s);
-  });
+  SetCommandRun(merge, "sweep merge", ctx,
+                [o](CommandOutput&) { return RunSweepMergeCommand(*o); });
+  // CLI11 runs this callback after merge's: it must leave merge's exit code alone.
   cmd->callback([o, merge, &ctx] {
     if (merge->parsed()) return;
-    if (o->grid.empty() || o->out.empty()) {
-      ctx.exit_code = ReportError(
-          "sweep", absl::InvalidArgumentError("--grid and --out are required (or: sweep merge)"));
-      return;
-    }
-    grid::SweepOptions so;
-    so.out_dir = o->out;
-    so.jobs = o->jobs;
-    so.resume = o->resume;
-    so.include_wall_time = !o->no_wall_time;
-    if (!o->shard.empty()) {
-      absl::Status s = grid::ParseShard(o->shard, &so.shard, &so.num_shards);
-      if (!s.ok()) {
-        ctx.exit_code = ReportError("sweep", s);
-        return;
-      }
-    }
-    auto scenario = grid::LoadScenario(o->grid);
-    if (!scenario.ok()) {
-      ctx.exit_code = ReportError("sweep", scenario.status());
-      return;
-    }
-    // Before any point runs (--slurm alone only prints the jobs and writes nothing).
-    if (!o->slurm || o->submit) {
-      if (absl::Status s = CheckOutputDir(o->out, "--out"); !s.ok()) {
-        ctx.exit_code = ReportError("sweep", s);
-        return;
-      }
-    }
-    if (o->slurm) {
-      const int n = o->shards > 0 ? o->shards : static_cast<int>(scenario->points.size());
-      const std::string exe = SelfExe();
-      const std::string out = AbsPath(o->out);
-      auto found = FindDataFile("scripts/slurm/sweep.sbatch");
-      if (!found.ok()) {
-        ctx.exit_code = ReportError("sweep", found.status());
-        return;
-      }
-      const std::string script = found->string();
-      const std::string extra = o->no_wall_time ? " --no-wall-time" : "";
-      const std::string sb = o->sbatch_args.empty() ? "" : " " + o->sbatch_args;
-      const std::string array_line = absl::StrCat(
-          "sbatch --parsable", sb, " --array=0-", n - 1,
-          " --output=", ShellQuote(out + "/slurm-%A_%a.out"), " ", ShellQuote(script), " ",
-          ShellQuote(exe), " ", ShellQuote(AbsPath(o->grid)), " ", ShellQuote(out), extra);
-      auto merge_line = [&](const std::string& job) {
-        const std::string wrap = absl::StrCat(ShellQuote(exe), " sweep merge ", ShellQuote(out),
-                                              "/shard-* --out ", ShellQuote(out));
-        return absl::StrCat("sbatch --parsable", sb, " --dependency=afterok:", job,
-                            " --job-name=prefixsim-merge --output=",
-                            ShellQuote(out + "/slurm-merge-%j.out"), " --wrap ", ShellQuote(wrap));
-      };
-      if (!o->submit) {
-        std::cout << "mkdir -p " << ShellQuote(out) << "\n"
-                  << "jobid=$(" << array_line << ")\n"
-                  << merge_line("${jobid%%;*}") << "\n";
-        ctx.exit_code = kExitOk;
-        return;
-      }
-      std::error_code ec;
-      fs::create_directories(out, ec);
-      auto array_out = RunCapture(array_line);
-      if (!array_out.ok()) {
-        ctx.exit_code = ReportError("sweep", array_out.status());
-        return;
-      }
-      std::string job = std::string(absl::StripAsciiWhitespace(*array_out));
-      job = job.substr(0, job.find(';'));
-      auto merge_out = RunCapture(merge_line(job));
-      if (!merge_out.ok()) {
-        ctx.exit_code = ReportError("sweep", merge_out.status());
-        return;
-      }
-      std::string merge_job = std::string(absl::StripAsciiWhitespace(*merge_out));
-      merge_job = merge_job.substr(0, merge_job.find(';'));
-      std::cout << "array job " << job << " (" << n << " tasks), merge job " << merge_job << "\n";
-      ctx.exit_code = kExitOk;
-      return;
-    }
-    if (absl::Status valid = grid::ValidatePoints(*scenario); !valid.ok()) {
-      ctx.exit_code = ReportError("sweep", valid);
-      return;
-    }
-    InstallInterruptHandlers();
-    const bool quiet = o->quiet;
-    auto stats = grid::RunSweep(
-        *scenario, so, InterruptFlag(), [quiet](const grid::Point& p, bool overloaded) {
-          if (quiet) return;
-          std::cerr << "sweep: point " << p.index << " (" << p.id << ") done"
-                    << (overloaded ? ": OVERLOADED (the replay fell behind the trace; its hit "
-                                     "rate reflects the queue as much as the policy)"
-                                   : "")
-                    << "\n";
-        });
-    if (!stats.ok()) {
-      ctx.exit_code = ReportError("sweep", stats.status());
-      return;
-    }
-    if (stats->interrupt_signal != 0) {
-      std::cerr << "sweep: PARTIAL: interrupted by " << SignalName(stats->interrupt_signal) << ": "
-                << stats->run << " points run, " << stats->not_run
-                << " stopped or not started (no file), " << stats->skipped
-                << " already done; results in " << o->out
-                << " cover the finished points; --resume runs the rest\n";
-      ctx.exit_code = kExitInterrupted;
-      return;
-    }
-    std::cerr << "sweep: " << stats->run << " points run, " << stats->skipped << " already done, "
-              << scenario->points.size() << " in the grid; ";
-    if (stats->overloaded > 0) {
-      std::cerr << stats->overloaded << " of the points run OVERLOADED (results.csv's "
-                << "overloaded column names them); ";
-    }
-    std::cerr << "results in " << o->out << "\n";
-    ctx.exit_code = kExitOk;
+    ctx.exit_code =
+        RunCommand("sweep", [o](CommandOutput& out) { return RunSweepCommand(*o, out); });
   });
 }
 

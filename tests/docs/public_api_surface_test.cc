@@ -60,8 +60,8 @@ TEST(PublicApiSurfaceTest, PublicHeadersHoldNoInternals) {
             << rel << ":" << line << ": a public header defines macro " << name;
       }
       EXPECT_FALSE(std::regex_search(text, kSimPath))
-          << rel << ":" << line << ": names a source file an installed user does not have: "
-          << text;
+          << rel << ":" << line
+          << ": names a source file an installed user does not have: " << text;
       EXPECT_FALSE(std::regex_search(text, kFlag))
           << rel << ":" << line << ": names a CLI flag (name the field instead): " << text;
       EXPECT_FALSE(std::regex_search(text, kIssue))
@@ -98,7 +98,8 @@ TEST(PublicApiSurfaceTest, LibraryMessagesNameFieldsNotFlags) {
     for (std::string text; std::getline(in, text);) {
       ++line;
       std::string code = text;
-      if (const size_t comment = code.find("//"); comment != std::string::npos) code.resize(comment);
+      if (const size_t comment = code.find("//"); comment != std::string::npos)
+        code.resize(comment);
       for (auto it = std::sregex_iterator(code.begin(), code.end(), kLiteral);
            it != std::sregex_iterator(); ++it) {
         const std::string literal = (*it)[1].str();
