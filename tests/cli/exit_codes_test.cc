@@ -1,7 +1,8 @@
+#include "sim/cli/exit_codes.h"
+
 #include <gtest/gtest.h>
 
 #include "prefixsim/status.h"
-#include "sim/cli/exit_codes.h"
 
 namespace prefixsim {
 namespace {
