@@ -14,9 +14,4 @@ std::string ComparisonReportJson(const std::vector<ReplayResult>& results,
   return ComparisonToJson(results, options).dump(2) + "\n";
 }
 
-std::string ComparisonReportHtml(const std::vector<ReplayResult>& results,
-                                 const std::string& title) {
-  return ComparisonHtml(results, title);
-}
-
 }  // namespace prefixsim

@@ -44,8 +44,6 @@ void WriteRequestCsvRow(const RequestRecord& record, bool fleet, std::ostream& o
 // Comparison of several replays of one trace; deltas are against the first.
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                         const ReportOptions& options = {});
-// A self-contained HTML page (inline CSS and SVG, no network): HtmlReport without the extras.
-std::string ComparisonHtml(const std::vector<ReplayResult>& results, const std::string& title);
 
 // One replay of a capacity sweep (`--capacities`): the whole trace under one policy with
 // kv_cache_bytes overridden.

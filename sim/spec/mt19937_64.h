@@ -2,7 +2,7 @@
 // and output stream as std::mt19937_64, which the engine documents as its random source (so
 // reports do not change), with a state refill written so the compiler vectorizes it. The
 // acceptance draws of a speculative-decoding replay read ~3.5 M values from it; libstdc++'s scalar
-// refill was ~5% of such a replay. tests/engine/mt19937_64_test.cc checks the stream against the
+// refill was ~5% of such a replay. tests/spec/mt19937_64_test.cc checks the stream against the
 // standard library's.
 #ifndef PREFIXSIM_SIM_SPEC_MT19937_64_H_
 #define PREFIXSIM_SIM_SPEC_MT19937_64_H_

@@ -1,7 +1,7 @@
 // The layers of docs/design.md §2, checked on the source: each folder of sim/ includes only the
 // layers the table below allows, and the public headers include nothing internal. The build
 // refuses sim/cli and CLI11 in the core library already (CMakeLists.txt, library_view); this
-// test holds every other arrow of the graph.
+// test holds every other arrow of the graph, and that tests/ mirrors sim/.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -96,6 +96,42 @@ TEST(LayeringTest, EveryLayerIsInTheTable) {
         << "sim/" << layer << "/ is not in the layer table (tests/docs/layering_test.cc and "
         << "docs/design.md §2): say what it may include";
   }
+}
+
+// tests/ mirrors sim/: a test lives in tests/<layer>/, <layer> being the sim/ folder of the code
+// it mainly tests, so that a layer's tests are found under its name. These folders hold no
+// layer's tests.
+const std::set<std::string>& NonLayerTestFolders() {
+  static const auto* kFolders = new std::set<std::string>{
+      "data",      // inputs the tests read
+      "docs",      // checks of the documentation and of the source tree (this file)
+      "fuzz",      // libFuzzer targets, their corpora and the regressions they found
+      "golden",    // golden end-to-end outputs
+      "mutation",  // the mutants of scripts/mutate.py
+      "slurm",     // the real-Slurm round trip
+      "soak",      // the million-request soak
+  };
+  return *kFolders;
+}
+
+TEST(LayeringTest, TestFoldersMirrorTheLayers) {
+  const fs::path root(PREFIXSIM_SOURCE_DIR);
+  int folders = 0;
+  for (const auto& e : fs::directory_iterator(root / "tests")) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory()) {
+      EXPECT_FALSE(name.ends_with("_test.cc"))
+          << "tests/" << name << " is in no layer's folder: move it to tests/<layer>/, the sim/ "
+          << "folder of the code it tests";
+      continue;
+    }
+    ++folders;
+    EXPECT_TRUE(fs::is_directory(root / "sim" / name) || NonLayerTestFolders().contains(name))
+        << "tests/" << name << "/ is neither a folder of sim/ nor one of the folders that hold no "
+        << "layer's tests (NonLayerTestFolders in tests/docs/layering_test.cc): move its tests to "
+        << "tests/<layer>/, the sim/ folder of the code they test";
+  }
+  EXPECT_GT(folders, 10);  // the walk found the folders
 }
 
 TEST(LayeringTest, LayersIncludeOnlyTheLayersBelowThem) {

@@ -103,7 +103,7 @@ TEST(HtmlMissCausesTest, HandMadeTotalsAreWhatTheTestSays) {
 // One bar per policy, one segment per non-zero cause, each with the result's tokens and share.
 TEST(HtmlMissCausesTest, BarsHaveTheResultsTokensPerCause) {
   const std::vector<ReplayResult> results = HandMade();
-  const std::string page = ComparisonHtml(results, "misses");
+  const std::string page = ComparisonReportHtml(results, "misses");
   EXPECT_NE(page.find("<h2 id=\"miss-causes\">4. Why tokens missed</h2>"), std::string::npos);
   EXPECT_NE(page.find("<h2>5. Latency</h2>"), std::string::npos);
   const std::string chart =
@@ -165,7 +165,7 @@ TEST(HtmlMissCausesTest, BarsHaveTheResultsTokensPerCause) {
 // The table: per cause, tokens and % per policy and the delta against the first; the evicted
 // tokens by breaker where some policy has any; the totals.
 TEST(HtmlMissCausesTest, TableHasTokensSharesDeltasAndBreakers) {
-  const std::string page = ComparisonHtml(HandMade(), "misses");
+  const std::string page = ComparisonReportHtml(HandMade(), "misses");
   const std::string table =
       Section(page, "<table class=\"miss-causes\" data-admissions=\"first\">", "</table>");
   ASSERT_FALSE(table.empty()) << page;
@@ -220,7 +220,7 @@ TEST(HtmlMissCausesTest, PreemptedReadmissionsGetASecondBarPerPolicy) {
   MissAttribution again;
   again.tokens = {60, 0, 0, 0, 0, 30, 0, 0, 10};
   results[1].miss_causes.preempted.Add(again);
-  const std::string page = ComparisonHtml(results, "misses");
+  const std::string page = ComparisonReportHtml(results, "misses");
   const std::string chart =
       Section(page, "<figure class=\"chart\" data-chart=\"miss-causes\"", "</figure>");
   for (const char* label : {">old: first</text>", ">new: first</text>", ">old: preempted</text>",
@@ -247,7 +247,7 @@ TEST(HtmlMissCausesTest, PreemptedReadmissionsGetASecondBarPerPolicy) {
 // Per cause, its share in the windows of the hit rate over time, a line per policy; all-zero causes
 // (and hit, which the hit rate over time shows) get no chart.
 TEST(HtmlMissCausesTest, OverTimeChartsSkipAllZeroCauses) {
-  const std::string page = ComparisonHtml(HandMade(), "misses");
+  const std::string page = ComparisonReportHtml(HandMade(), "misses");
   for (const char* absent : {"miss-over-time-hit", "miss-over-time-alignment",
                              "miss-over-time-in-flight", "miss-over-time-elsewhere"}) {
     EXPECT_EQ(page.find(absl::StrCat("data-chart=\"", absent, "\"")), std::string::npos) << absent;
@@ -290,7 +290,7 @@ TEST(HtmlMissCausesTest, OverTimeChartsSkipAllZeroCauses) {
 TEST(HtmlMissCausesTest, SectionAbsentWhenNotEnabled) {
   std::vector<ReplayResult> results = HandMade();
   for (ReplayResult& r : results) r.miss_causes.enabled = false;
-  const std::string page = ComparisonHtml(results, "misses");
+  const std::string page = ComparisonReportHtml(results, "misses");
   for (const char* absent :
        {"id=\"miss-causes\"", "data-chart=\"miss-causes\"", "class=\"miss-causes\"",
         "class=\"miss-cause-legend\"", "data-chart=\"miss-over-time"}) {
@@ -301,7 +301,7 @@ TEST(HtmlMissCausesTest, SectionAbsentWhenNotEnabled) {
   EXPECT_NE(page.find("<h2>6. What the trace allows at each alignment</h2>"), std::string::npos);
   // One of two enabled: only that one takes part.
   results[1].miss_causes.enabled = true;
-  const std::string one = ComparisonHtml(results, "misses");
+  const std::string one = ComparisonReportHtml(results, "misses");
   const std::string chart =
       Section(one, "<figure class=\"chart\" data-chart=\"miss-causes\"", "</figure>");
   EXPECT_EQ(chart.find(">old</text>"), std::string::npos);
@@ -319,21 +319,21 @@ TEST(HtmlMissCausesTest, LaterSectionsAreNumberedAfterIt) {
     r.fleet->router = "round_robin";
     r.fleet->per_replica.resize(2);
   }
-  const std::string with = ComparisonHtml(results, "misses");
+  const std::string with = ComparisonReportHtml(results, "misses");
   EXPECT_NE(with.find("<h2>7. What the trace allows at each alignment</h2>"), std::string::npos);
   EXPECT_NE(with.find("<h2 id=\"fleet\">8. Fleet: replicas behind a router</h2>"),
             std::string::npos);
   EXPECT_NE(with.find("<a href=\"#fleet\">section 8</a>"), std::string::npos);
   for (ReplayResult& r : results) r.miss_causes.enabled = false;
-  const std::string without = ComparisonHtml(results, "misses");
+  const std::string without = ComparisonReportHtml(results, "misses");
   EXPECT_NE(without.find("<h2 id=\"fleet\">7. Fleet: replicas behind a router</h2>"),
             std::string::npos);
   EXPECT_NE(without.find("<a href=\"#fleet\">section 7</a>"), std::string::npos);
 }
 
 TEST(HtmlMissCausesTest, PageIsDeterministic) {
-  const std::string a = ComparisonHtml(HandMade(), "misses");
-  EXPECT_EQ(a, ComparisonHtml(HandMade(), "misses"));
+  const std::string a = ComparisonReportHtml(HandMade(), "misses");
+  EXPECT_EQ(a, ComparisonReportHtml(HandMade(), "misses"));
 }
 
 // A real replay on a hybrid plan (full attention with 16-token blocks, sliding window with 24:
@@ -345,8 +345,8 @@ TEST(HtmlMissCausesTest, RealReplayBarsMatchItsTotals) {
   const std::vector<int> lengths = {100, 40, 48, 49, 100, 300, 70, 130};
   auto run = [&] { return testing_html::HybridAndFullReplays(lengths); };
   const std::vector<ReplayResult> results = run();
-  const std::string page = ComparisonHtml(results, "replay");
-  EXPECT_EQ(page, ComparisonHtml(run(), "replay"));
+  const std::string page = ComparisonReportHtml(results, "replay");
+  EXPECT_EQ(page, ComparisonReportHtml(run(), "replay"));
   const std::string chart =
       Section(page, "<figure class=\"chart\" data-chart=\"miss-causes\"", "</figure>");
   ASSERT_FALSE(chart.empty());

@@ -54,7 +54,7 @@ TEST(HtmlReportTest, EmptyAndPlainResultsRender) {
   EXPECT_NE(HtmlReport({}, {}).find("No results"), std::string::npos);
   ReplayResult r;
   r.policy = "p";
-  const std::string page = ComparisonHtml({r}, "title");
+  const std::string page = ComparisonReportHtml({r}, "title");
   EXPECT_NE(page.find("<h1>title</h1>"), std::string::npos);
   EXPECT_NE(page.find("data-chart=\"capacity-sweep\""), std::string::npos);
   EXPECT_NE(page.find("analyze did not run"), std::string::npos);
@@ -113,8 +113,8 @@ TEST(HtmlReportTest, CliffChartBinsAndMarksEachPolicy) {
     skipped.skipped = "does_not_fit";  // not admitted: not in the chart
     r->per_request.push_back(skipped);
   }
-  const std::string page = ComparisonHtml({old_r, new_r}, "cliff");
-  EXPECT_EQ(page, ComparisonHtml({old_r, new_r}, "cliff"));  // deterministic
+  const std::string page = ComparisonReportHtml({old_r, new_r}, "cliff");
+  EXPECT_EQ(page, ComparisonReportHtml({old_r, new_r}, "cliff"));  // deterministic
 
   const std::string chart =
       Section(page, "<figure class=\"chart\" data-chart=\"block-size-cliff\"", "</figure>");
@@ -181,7 +181,7 @@ TEST(HtmlReportTest, CliffOnAHybridPlanReplay) {
   EXPECT_EQ(f.per_request[2].hit_tokens, 32);  // L 48
   EXPECT_EQ(h.per_request[3].hit_tokens, 48);  // L 49 = A + 1: past the cliff
 
-  const std::string page = ComparisonHtml({h, f}, "hybrid");
+  const std::string page = ComparisonReportHtml({h, f}, "hybrid");
   EXPECT_NE(page.find("data-chart=\"block-size-cliff\""), std::string::npos);
   EXPECT_NE(page.find(">hybrid: A = S = 48</text>"), std::string::npos);
   EXPECT_NE(page.find(">full: A = S = 16</text>"), std::string::npos);

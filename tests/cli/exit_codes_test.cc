@@ -1,6 +1,7 @@
+#include "sim/cli/exit_codes.h"
+
 #include <gtest/gtest.h>
 
-#include "sim/cli/exit_codes.h"
 #include "sim/util/status_macros.h"
 
 namespace prefixsim {
