@@ -75,17 +75,23 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
-    cli_s, cli_all = timed(lambda: cli_replay(args.binary, args.trace, []), args.runs)
-    mod_s, mod_all = timed(lambda: prefixsim.replay(args.trace, MODEL, ENGINE, "new",
-                                                    requests=False), args.runs)
-    print(f"replay, no records: CLI {cli_s:.3f} s {[round(t, 3) for t in cli_all]}, module "
-          f"{mod_s:.3f} s {[round(t, 3) for t in mod_all]}")
-    csv = ["--csv", "/tmp/prefixsim_overhead.csv"]
-    cli_s, cli_all = timed(lambda: cli_replay(args.binary, args.trace, csv), args.runs)
-    mod_s, mod_all = timed(lambda: prefixsim.replay(args.trace, MODEL, ENGINE, "new").requests,
-                           args.runs)
-    print(f"replay with records: CLI --csv {cli_s:.3f} s {[round(t, 3) for t in cli_all]}, "
-          f"module + frame {mod_s:.3f} s {[round(t, 3) for t in mod_all]}")
+    # CLI and module runs alternate, so that a load that comes and goes (a shared machine) falls on
+    # both alike.
+    cases = [
+        ("replay, no records", lambda: cli_replay(args.binary, args.trace, []),
+         lambda: prefixsim.replay(args.trace, MODEL, ENGINE, "new", requests=False)),
+        ("replay with records (CLI --csv, module .requests)",
+         lambda: cli_replay(args.binary, args.trace, ["--csv", "/tmp/prefixsim_overhead.csv"]),
+         lambda: prefixsim.replay(args.trace, MODEL, ENGINE, "new").requests),
+    ]
+    for label, cli, module in cases:
+        cli_all, module_all = [], []
+        for _ in range(args.runs):
+            cli_all.append(timed(cli, 1)[0])
+            module_all.append(timed(module, 1)[0])
+        print(f"{label}: CLI median {statistics.median(cli_all):.3f} s "
+              f"{[round(t, 3) for t in cli_all]}, module median "
+              f"{statistics.median(module_all):.3f} s {[round(t, 3) for t in module_all]}")
     frame_figures("mooncake", args.trace, args.runs)
     if args.big_trace:
         frame_figures("1M chat", args.big_trace, 3)
