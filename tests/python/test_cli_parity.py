@@ -24,6 +24,9 @@ CASES = [
      {"replicas": 3, "router": "kv_aware"}, ["--replicas", "3", "--router", "kv_aware"]),
     ("traces/real/mooncake_synthetic_trace.jsonl.zst", *KIMI, "new", {"max_requests": 800},
      ["--max-requests", "800"]),
+    ("traces/sample_shared_doc.jsonl", *KIMI, "old",
+     {"replicas": "auto", "router": "session", "ttft_slo_ms": 2000},
+     ["--replicas", "auto", "--router", "session", "--ttft-slo-ms", "2000"]),
 ]
 
 
@@ -78,6 +81,18 @@ def test_records_replay_as_the_file(cli, tmp_path, repo):
     assert from_frame.to_json(include_wall_time=False) == cli_json
     from_generator = prefixsim.replay((r for r in records), *KIMI, "new")
     assert from_generator.to_json(include_wall_time=False) == cli_json
+
+
+def test_records_through_a_fleet_search(cli, repo):
+    """The fleet search reads the trace once per size it tries: the records as often."""
+    path = repo / "traces/sample_shared_doc.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    cli_auto = cli("replay", "--trace", path, "--model", KIMI[0], "--engine", KIMI[1],
+                   "--replicas", "auto", "--ttft-slo-ms", "2000", "--json", "-",
+                   "--no-wall-time", "--no-progress").decode()
+    auto = prefixsim.replay(records, *KIMI, "new", replicas="auto", ttft_slo_ms=2000)
+    assert auto.to_json(include_wall_time=False) == cli_auto
+    assert len(auto.summary["fleet"]["auto"]["probes"]) > 1
 
 
 def test_compare_matches_cli(cli, repo):
