@@ -11,7 +11,10 @@ packages=(cmake g++ make pkg-config
   slurm-wlm munge      # a single-node Slurm for tests/slurm/slurm_roundtrip.sh
   clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
   clang-format-14  # the style check (scripts/check_format.sh), pinned: versions format differently
-  python3)  # scripts/mutate.py (.ci/run checks that every mutant still applies to the code)
+  python3  # scripts/mutate.py (.ci/run checks that every mutant still applies to the code)
+  # The Python module (-DPREFIXSIM_PYTHON=ON, python/): its build, its tests (tests/python/) and
+  # its example's plots (examples/python/).
+  pybind11-dev python3-dev python3-pytest python3-numpy python3-pandas python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

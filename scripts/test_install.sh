@@ -56,4 +56,27 @@ check() {
 check kimi-k3-like kimi-k3-dspark traces/sample_chat.jsonl old
 check kimi-k3-like kimi-k3-dspark traces/sample_chat.jsonl new
 check llama-3.1-8b llama-3.1-8b traces/sample_shared_doc.jsonl new
+
+# The Python module, where build/ has it (-DPREFIXSIM_PYTHON=ON, scripts/test.sh): installed under
+# the prefix, importable from anywhere with that folder on PYTHONPATH, finding the presets it
+# carries, and giving prefixsim replay's JSON.
+if compgen -G "$build/python/prefixsim/_core*.so" >/dev/null; then
+  site=$(find "$p" -path '*-packages/prefixsim/__init__.py' | head -n 1)
+  [[ -n "$site" ]] || fail "the Python package prefixsim was not installed"
+  site=$(dirname "$(dirname "$site")")
+  python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  # A preset only the package's own share/ (and, for the CLI, share/prefixsim) has.
+  for dir in "$site/prefixsim/share" "$p/share/prefixsim"; do
+    cp "$src/configs/models/llama-3.1-8b.json" "$dir/configs/models/installed-only.json"
+  done
+  (cd "$prefix" && env -u PREFIXSIM_CONFIG_DIR PYTHONPATH="$site" "$python" -c '
+import sys, prefixsim
+r = prefixsim.replay(sys.argv[1], "installed-only", "llama-3.1-8b", "new")
+sys.stdout.write(r.to_json(include_wall_time=False))' "$src/traces/sample_chat.jsonl" >"$prefix/py.json") ||
+    fail "the installed Python module failed"
+  "$p/bin/prefixsim" replay --trace "$src/traces/sample_chat.jsonl" --model installed-only \
+    --engine llama-3.1-8b --policy new --json - --no-wall-time --no-progress >"$prefix/cli.json" 2>/dev/null
+  cmp -s "$prefix/py.json" "$prefix/cli.json" || fail "the installed Python module and prefixsim replay differ"
+  echo "test_install: python module = prefixsim replay (installed in $site)"
+fi
 echo "test_install: ok"

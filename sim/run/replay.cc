@@ -21,8 +21,9 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& o, const ModelSpec& m
   // The trace is parsed on a second thread, ahead of the simulation (same requests, same order),
   // which also hashes each prompt for the plan's KV managers.
   const TraceOpener open_trace = [&]() -> absl::StatusOr<std::unique_ptr<TraceReader>> {
-    PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader,
-                               OpenTrace(o.trace, trace_options));
+    PREFIXSIM_ASSIGN_OR_RETURN(
+        std::unique_ptr<TraceReader> reader,
+        o.open_trace ? o.open_trace(trace_options) : OpenTrace(o.trace, trace_options));
     ReadAheadOptions read_ahead;
     read_ahead.prepare = [&plan](Request* r) { KvCacheManager::PrepareRequest(plan, r); };
     return ReadAhead(std::move(reader), read_ahead);

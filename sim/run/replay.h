@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,10 @@ struct ReplayConfig {
   bool skip_teardown = false;
   // Not a flag: ReplayOptions::kv_event_sink (the --kv-events outputs, sim/events).
   std::function<KvEventSink*(int replica)> kv_event_sink;
+  // Not a flag: opens the trace instead of OpenTrace(trace, ...) (the Python module's traces
+  // given as records, sim/trace/trace_source.h); empty: `trace` is a path. Called once per
+  // replay, with the options OpenTrace would get.
+  std::function<absl::StatusOr<std::unique_ptr<TraceReader>>(const TraceOptions&)> open_trace;
 };
 
 // Opens the trace and replays it under `plan` (one thread; safe to call from several threads

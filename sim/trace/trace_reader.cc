@@ -1,7 +1,9 @@
 // The streaming reader shared by every format: lines in, Requests out, with arrival order, the
 // time window, session sampling, time scaling and --max-requests applied here, once.
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,7 @@
 #include "sim/trace/json_fields.h"
 #include "sim/trace/line_reader.h"
 #include "sim/trace/record_parser.h"
+#include "sim/trace/trace_source.h"
 #include "sim/util/status_macros.h"
 #include "simdjson.h"
 
@@ -199,12 +202,12 @@ absl::Status ValidateOptions(const TraceOptions& options) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_view,
-                                                       const TraceOptions& options) {
+// OpenTrace and OpenTraceFromSource: `open_lines` gives the lines once the options are checked.
+absl::StatusOr<std::unique_ptr<TraceReader>> OpenTraceLines(
+    std::string path,
+    const std::function<absl::StatusOr<std::unique_ptr<LineReader>>()>& open_lines,
+    const TraceOptions& options) {
   PREFIXSIM_RETURN_IF_ERROR(ValidateOptions(options));
-  std::string path(path_view);
   const TraceFormat* format = nullptr;
   if (!options.format.empty()) {
     format = TraceFormats().Find(options.format);
@@ -212,7 +215,7 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
       return absl::InvalidArgumentError(TraceFormats().UnknownNameMessage(options.format));
     }
   }
-  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
+  PREFIXSIM_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, open_lines());
 
   // The first non-blank line decides the format; it stays in the line reader's buffer and is
   // handed to the parser as the first record.
@@ -270,6 +273,26 @@ absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_vie
       path, format->name, options, std::move(lines), std::move(parser), first_line);
   reader->set_has_prefix_identity(format->prefix_identity);
   return reader;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TraceReader>> OpenTrace(std::string_view path_view,
+                                                       const TraceOptions& options) {
+  std::string path(path_view);
+  return OpenTraceLines(
+      path, [&path] { return LineReader::Open(path); }, options);
+}
+
+absl::StatusOr<std::unique_ptr<TraceReader>> OpenTraceFromSource(std::string name,
+                                                                 std::unique_ptr<ByteSource> source,
+                                                                 const TraceOptions& options) {
+  return OpenTraceLines(
+      std::move(name),
+      [&source]() -> absl::StatusOr<std::unique_ptr<LineReader>> {
+        return std::make_unique<LineReader>(std::move(source));
+      },
+      options);
 }
 
 }  // namespace prefixsim
