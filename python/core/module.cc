@@ -35,11 +35,11 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/policy.h"
 #include "prefixsim/report.h"
-#include "sim/util/status_macros.h"
 #include "prefixsim/trace.h"
 #include "sim/plan/plan_format.h"
 #include "sim/report/report.h"
 #include "sim/run/model_engine.h"
+#include "sim/run/option_flags.h"
 #include "sim/run/replay.h"
 #include "sim/trace/gen/workload_generator.h"
 #include "sim/trace/line_reader.h"
@@ -47,6 +47,7 @@
 #include "sim/util/atomic_file.h"
 #include "sim/util/byte_size.h"
 #include "sim/util/parallel_for.h"
+#include "sim/util/status_macros.h"
 
 namespace py = pybind11;
 
@@ -60,9 +61,10 @@ namespace {
 // file FileNotFoundError, a run that cannot go on (thrashing) RuntimeError. `field`, when given,
 // names the argument the status is about ("`model`: ...").
 [[noreturn]] void ThrowStatus(const absl::Status& status, std::string_view field = "") {
-  const std::string message = field.empty()
-                                  ? std::string(status.message())
-                                  : absl::StrCat("`", std::string(field), "`: ", status.message());
+  // The library names its options' fields; the keywords are named like the CLI's flags.
+  const std::string spelt = run::SpellAsKeywords(StdView(status.message()));
+  const std::string message =
+      field.empty() ? spelt : absl::StrCat("`", std::string(field), "`: ", spelt);
   switch (status.code()) {
     case absl::StatusCode::kNotFound:
       PyErr_SetString(PyExc_FileNotFoundError, message.c_str());

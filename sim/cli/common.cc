@@ -12,9 +12,9 @@
 #include "prefixsim/kv_plan.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/exit_codes.h"
-#include "sim/cli/option_flags.h"
 #include "sim/fleet/cache_view.h"
 #include "sim/fleet/router.h"
+#include "sim/run/option_flags.h"
 #include "sim/util/byte_size.h"
 #include "sim/util/did_you_mean.h"
 #include "sim/util/status_macros.h"
@@ -162,7 +162,8 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
 }
 
 int ReportError(std::string_view command, const absl::Status& status) {
-  std::cerr << "prefixsim " << command << ": " << SpellForCli(StdView(status.message())) << "\n";
+  std::cerr << "prefixsim " << command << ": " << run::SpellAsFlags(StdView(status.message()))
+            << "\n";
   return ExitCodeFor(status);
 }
 

@@ -18,9 +18,9 @@
 #include "sim/cli/html_page.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/kv_events_flags.h"
-#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
+#include "sim/run/option_flags.h"
 #include "sim/util/atomic_file.h"
 #include "sim/util/parallel_for.h"
 #include "sim/util/status_macros.h"
@@ -110,7 +110,7 @@ absl::Status WriteComparisonOutputs(const CompareCommandOptions& options,
                                     std::ostream& stdout_stream) {
   if (options.json_path != "-") {
     stdout_stream << RunHeading(inputs.loaded, options.replay.trace)
-                  << SpellForCli(ComparisonReportText(results));
+                  << run::SpellAsFlags(ComparisonReportText(results));
     if (measured) PrintKernelTimeShares(results, stdout_stream);
   }
   if (!options.json_path.empty()) {

@@ -11,9 +11,9 @@
 #include "prefixsim/analyze.h"
 #include "prefixsim/kv_plan.h"
 #include "sim/cli/input_checks.h"
-#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/report/report.h"
+#include "sim/run/option_flags.h"
 #include "sim/util/byte_size.h"
 #include "sim/util/parallel_for.h"
 #include "sim/util/status_macros.h"
@@ -155,7 +155,7 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
   } else {
     page.analyze_error = std::string(analyzed.status().message());
   }
-  return WriteOutput(options.html_path, SpellForCli(HtmlReport(results, page)), std::cout);
+  return WriteOutput(options.html_path, run::SpellAsFlags(HtmlReport(results, page)), std::cout);
 }
 
 }  // namespace prefixsim::cli

@@ -15,12 +15,12 @@
 #include "sim/cli/html_page.h"
 #include "sim/cli/input_checks.h"
 #include "sim/cli/interrupt.h"
-#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/events/event_log.h"
 #include "sim/events/event_recorder.h"
 #include "sim/events/parity.h"
 #include "sim/report/report.h"
+#include "sim/run/option_flags.h"
 #include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
@@ -181,7 +181,7 @@ void PrintEventComparison(const EventComparison& comparison, std::ostream& out) 
   out << "KV events: cached sets agree after " << d.steps_agreeing << " of " << d.steps
       << " steps (" << Percent(d.agreement()) << ")\n";
   for (const std::string& w : comparison.cannot_compare)
-    out << "  CANNOT COMPARE: " << SpellForCli(w) << "\n";
+    out << "  CANNOT COMPARE: " << run::SpellAsFlags(w) << "\n";
   if (d.first_divergent_step) {
     out << "  first divergence: step " << *d.first_divergent_step << ", replica "
         << *d.first_divergent_rank << ", group " << *d.first_divergent_group << "\n";

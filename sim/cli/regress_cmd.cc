@@ -10,11 +10,11 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/cli/exit_codes.h"
-#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/grid/grid.h"
 #include "sim/grid/regress.h"
 #include "sim/grid/sweep.h"
+#include "sim/run/option_flags.h"
 #include "sim/util/status_macros.h"
 
 namespace prefixsim::cli {
@@ -68,9 +68,9 @@ absl::StatusOr<std::vector<nlohmann::ordered_json>> RunSuitePoints(
 }
 
 std::string FormatRegressReport(const grid::RegressReport& report, const std::string& format) {
-  if (format == "markdown") return SpellForCli(grid::FormatRegressMarkdown(report));
-  if (format == "junit") return SpellForCli(grid::FormatRegressJUnit(report));
-  return SpellForCli(grid::FormatRegressText(report));
+  if (format == "markdown") return run::SpellAsFlags(grid::FormatRegressMarkdown(report));
+  if (format == "junit") return run::SpellAsFlags(grid::FormatRegressJUnit(report));
+  return run::SpellAsFlags(grid::FormatRegressText(report));
 }
 
 // Writes the report and the verdict; out.exit_code says whether a point regressed.

@@ -12,10 +12,10 @@
 #include "sim/cli/html_page.h"
 #include "sim/cli/interrupt.h"
 #include "sim/cli/kv_events_flags.h"
-#include "sim/cli/option_flags.h"
 #include "sim/cli/replay_common.h"
 #include "sim/cost/cost_model.h"
 #include "sim/report/report.h"
+#include "sim/run/option_flags.h"
 #include "sim/spec/acceptance_model.h"
 #include "sim/util/atomic_file.h"
 #include "sim/util/status_macros.h"
@@ -91,7 +91,7 @@ absl::Status WriteReplayOutputs(const ReplayCommandOptions& options, const Model
   const bool wall = !options.replay.no_wall_time;
   if (options.json_path != "-" && options.csv_path != "-") {
     stdout_stream << RunHeading(loaded, options.replay.trace)
-                  << SpellForCli(ReplayReportText(result, {.include_wall_time = wall}));
+                  << run::SpellAsFlags(ReplayReportText(result, {.include_wall_time = wall}));
   }
   if (!options.json_path.empty()) {
     ReportOptions report;

@@ -108,6 +108,7 @@ const std::set<std::string>& NonLayerTestFolders() {
       "fuzz",      // libFuzzer targets, their corpora and the regressions they found
       "golden",    // golden end-to-end outputs
       "mutation",  // the mutants of scripts/mutate.py
+      "python",    // the Python module's tests (python/, beside sim/)
       "slurm",     // the real-Slurm round trip
       "soak",      // the million-request soak
   };

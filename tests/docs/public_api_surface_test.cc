@@ -91,7 +91,8 @@ TEST(PublicApiSurfaceTest, LibraryMessagesNameFieldsNotFlags) {
   int checked = 0;
   for (const fs::path& file : Files(root / "sim", /*recursive=*/true)) {
     const std::string rel = fs::relative(file, root).string();
-    if (rel.rfind("sim/cli/", 0) == 0) continue;
+    // The CLI, and the table that spells option fields as its flags for every front end.
+    if (rel.rfind("sim/cli/", 0) == 0 || rel == "sim/run/option_flags.cc") continue;
     ++checked;
     std::ifstream in(file);
     int line = 0;

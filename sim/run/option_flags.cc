@@ -1,10 +1,12 @@
-#include "sim/cli/option_flags.h"
+#include "sim/run/option_flags.h"
+
+#include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "sim/util/option_names.h"
 
-namespace prefixsim::cli {
+namespace prefixsim::run {
 
 const std::vector<std::pair<std::string, std::string>>& OptionFlags() {
   // Option fields as the library names them: the structs' fields (TraceOptions, WorkloadOptions,
@@ -70,7 +72,7 @@ std::optional<std::string> FlagForOption(std::string_view field) {
   return it->second;
 }
 
-std::string SpellForCli(std::string_view text) {
+std::string SpellAsFlags(std::string_view text) {
   return SpellOptionNames(
       text, [](std::string_view field, std::string_view value) -> std::optional<std::string> {
         std::optional<std::string> flag = FlagForOption(field);
@@ -79,4 +81,17 @@ std::string SpellForCli(std::string_view text) {
       });
 }
 
-}  // namespace prefixsim::cli
+std::string SpellAsKeywords(std::string_view text) {
+  return SpellOptionNames(
+      text, [](std::string_view field, std::string_view value) -> std::optional<std::string> {
+        std::optional<std::string> flag = FlagForOption(field);
+        if (!flag.has_value()) return std::nullopt;
+        std::string keyword = flag->substr(2);
+        std::replace(keyword.begin(), keyword.end(), '-', '_');
+        if (value.empty()) return absl::StrCat("`", keyword, "`");
+        return absl::StrCat("`", keyword, "=\"", absl::string_view(value.data(), value.size()),
+                            "\"`");
+      });
+}
+
+}  // namespace prefixsim::run

@@ -1,7 +1,7 @@
-// The CLI prints the library's option names (sim/util/option_names.h) as its flags: every flag
-// of the table is one a command takes, and a library error reaches the terminal with the flag in
-// the field's place.
-#include "sim/cli/option_flags.h"
+// The front ends print the library's option names (sim/util/option_names.h) their way: every
+// flag of the table is one a command takes, a library error reaches the terminal with the flag in
+// the field's place, and the Python module's keywords are the flags with underscores.
+#include "sim/run/option_flags.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "tests/cli_runner.h"
 
-namespace prefixsim::cli {
+namespace prefixsim::run {
 namespace {
 
 using ::prefixsim::testing::RunCli;
@@ -30,13 +30,21 @@ TEST(OptionFlagsTest, EveryFlagOfTheTableIsACommandsFlag) {
 }
 
 TEST(OptionFlagsTest, TheCliSpellsTheLibrarysNames) {
-  EXPECT_EQ(SpellForCli("`max_requests` must be non-negative (0 = all)"),
+  EXPECT_EQ(SpellAsFlags("`max_requests` must be non-negative (0 = all)"),
             "--max-requests must be non-negative (0 = all)");
-  EXPECT_EQ(SpellForCli("(`replicas=auto` `router=kv_aware`)"),
+  EXPECT_EQ(SpellAsFlags("(`replicas=auto` `router=kv_aware`)"),
             "(--replicas auto --router kv_aware)");
-  EXPECT_EQ(SpellForCli("`router.view=delayed` without `router.event_delay_ms`"),
+  EXPECT_EQ(SpellAsFlags("`router.view=delayed` without `router.event_delay_ms`"),
             "--router-view delayed without --kv-event-delay-ms");
-  EXPECT_EQ(SpellForCli("`no_such_option` stays"), "`no_such_option` stays");
+  EXPECT_EQ(SpellAsFlags("`no_such_option` stays"), "`no_such_option` stays");
+}
+
+TEST(OptionFlagsTest, KeywordsAreTheFlagsWithUnderscores) {
+  EXPECT_EQ(SpellAsKeywords("`start_s` must be non-negative"),
+            "`trace_start_s` must be non-negative");
+  EXPECT_EQ(SpellAsKeywords("spread the load (`replicas=auto`)"),
+            "spread the load (`replicas=\"auto\"`)");
+  EXPECT_EQ(SpellAsKeywords("`no_such_option` stays"), "`no_such_option` stays");
 }
 
 TEST(OptionFlagsTest, LibraryErrorsReachTheTerminalWithFlags) {
@@ -49,4 +57,4 @@ TEST(OptionFlagsTest, LibraryErrorsReachTheTerminalWithFlags) {
 }
 
 }  // namespace
-}  // namespace prefixsim::cli
+}  // namespace prefixsim::run
