@@ -10,7 +10,7 @@
 // The visible context of a sliding-window (chunked-local) layer is capped at its window (chunk).
 // KV shapes are per rank already (docs/design.md §4.2). The block term is what makes block size
 // cost something: the block tables of every group are walked each step. active_params:
-// CostModelContext::active_params (CLI --active-params) if given, else the model's own
+// CostModelContext::active_params if given, else the model's own
 // (ModelSpec::active_params: presets carry it with its source), else kParamsPerLayer per target
 // layer, a coarse default. Drafter layers, which run num_speculative_tokens passes, add
 // kParamsPerLayer each per pass, only with speculation.

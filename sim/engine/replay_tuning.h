@@ -8,7 +8,7 @@ namespace prefixsim {
 
 struct ReplayTuning {
   // The KV manager's fast path (sim/kv/fast_path.h): skip AllocateSlots calls that cannot change
-  // anything. false: the slow reference path (tests, --no-fast-path).
+  // anything. false: the slow reference path (tests, the CLI's hidden switch).
   bool kv_fast_path = true;
   // A replica's steps that end before the next arrival run back to back, outside the event queue
   // (sim/fleet/fleet.cc); false queues every step (tests).

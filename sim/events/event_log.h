@@ -1,4 +1,4 @@
-// Files of vLLM KV event batches (`--kv-events FILE`, docs/kv-events.md):
+// Files of vLLM KV event batches (docs/kv-events.md):
 //  * msgpack: each batch's payload (msgpack_codec.h) preceded by its length as a 4-byte
 //    big-endian unsigned integer; nothing else (no header, no sequence numbers: a batch's
 //    sequence number is its index in the file, as vLLM numbers its batches from 0);

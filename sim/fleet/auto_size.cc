@@ -1,9 +1,9 @@
-// --replicas auto: the smallest fleet that keeps up with the trace, i.e. whose simulated span is
-// at most kSpanSlack x the trace's arrival span and whose p99 TTFT is within the SLO. Found by
-// doubling (1, 2, 4, ...) until a size keeps up, then bisection between the last size that did
-// not and the first that did. Assumes keeping up is monotone in the fleet size, which holds for
-// load-balancing routers and, in practice, for the cache-aware ones (a larger fleet never has
-// less memory or compute); the probes are reported so a reader can check.
+// Auto-sizing (FleetConfig::auto_replicas): the smallest fleet that keeps up with the trace, i.e.
+// whose simulated span is at most kSpanSlack x the trace's arrival span and whose p99 TTFT is
+// within the SLO. Found by doubling (1, 2, 4, ...) until a size keeps up, then bisection between
+// the last size that did not and the first that did. Assumes keeping up is monotone in the fleet
+// size, which holds for load-balancing routers and, in practice, for the cache-aware ones (a larger
+// fleet never has less memory or compute); the probes are reported so a reader can check.
 #include <utility>
 
 #include "absl/strings/str_cat.h"

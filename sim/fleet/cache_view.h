@@ -5,7 +5,7 @@
 // router drops non-attention groups' events (Dynamo #12169), events arrive late or get lost
 // (Dynamo PR #13898), SGLang's cache-aware router keeps its own approximate tree with no engine
 // events (sgl-project/sglang #16734). A view is one file in sim/fleet/views/ plus one
-// registration line in sim/fleet/view_registry.cc; --router-view selects it by name.
+// registration line in sim/fleet/view_registry.cc; RouterViewConfig::kind selects it by name.
 #ifndef PREFIXSIM_SIM_FLEET_CACHE_VIEW_H_
 #define PREFIXSIM_SIM_FLEET_CACHE_VIEW_H_
 
@@ -30,7 +30,7 @@ namespace fleet {
 struct CacheViewConfig {
   RouterViewConfig view;  // the kind and its knobs (engine_config.h)
   int num_replicas = 1;
-  uint64_t seed = 0;  // lossy: its own stream, derived from --seed
+  uint64_t seed = 0;  // lossy: its own stream, derived from the replay's seed
   const KvPlan* plan = nullptr;
   // Every replica's lookup in one walk (ReplayTuning::fleet_one_walk; sim/kv/fleet_lookup.cc).
   bool one_walk = true;

@@ -56,8 +56,8 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   fleet->view_ = std::make_unique<FleetView>(
       &fleet->replicas_, fleet->routing_view_ == fleet->exact_view_.get() ? &fleet->exact_hits_
                                                                           : &fleet->view_overlaps_);
-  // The exact view's index is kept where it answers, and under --check-invariants, which compares
-  // it with the pools' own lookups.
+  // The exact view's index is kept where it answers, and under ReplayOptions::check_invariants,
+  // which compares it with the pools' own lookups.
   fleet->exact_from_pools_ =
       fleet->exact_view_ != nullptr && replicas <= tuning.fleet_exact_from_pools_max_replicas;
   fleet->keeps_exact_index_ =

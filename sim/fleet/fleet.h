@@ -110,7 +110,7 @@ class Fleet {
   std::unique_ptr<CacheView> exact_view_;
   kv::FleetIndex* exact_index_ = nullptr;  // the exact view's, fed directly (no second dispatch)
   // The exact view's hits come from the replicas' pools (ReplayTuning), and whether its index is
-  // kept all the same (--check-invariants compares the two).
+  // kept all the same (check_invariants compares the two).
   bool exact_from_pools_ = false;
   bool keeps_exact_index_ = false;
   std::unique_ptr<CacheView> router_view_;

@@ -1,6 +1,6 @@
 // Routers: which replica of a fleet serves a request (docs/design.md §2 "Fleet"). A router is one
 // file in sim/fleet/routers/ plus one registration line in sim/fleet/router_registry.cc; the engine
-// JSON's "router" (or --router) selects it by name.
+// JSON's "router" (FleetConfig::router) selects it by name.
 #ifndef PREFIXSIM_SIM_FLEET_ROUTER_H_
 #define PREFIXSIM_SIM_FLEET_ROUTER_H_
 
@@ -39,7 +39,7 @@ class FleetView {
 
 struct RouterConfig {
   int num_replicas = 1;
-  uint64_t seed = 0;          // random: its own stream, derived from --seed
+  uint64_t seed = 0;          // random: its own stream, derived from the replay's seed
   double overlap_weight = 1;  // kv_aware routers
 };
 

@@ -20,7 +20,7 @@ nlohmann::ordered_json HeadlineMetrics(const nlohmann::ordered_json& summary);
 const std::vector<std::pair<std::string, std::string>>& HeadlineMetricPointers();
 
 // The columns results.csv adds after the headline metrics: fleet_replicas (the fleet size run,
-// the one --replicas auto chose), fleet_router, fleet_imbalance (1, "" and 1 for one engine),
+// the one auto-sizing chose), fleet_router, fleet_imbalance (1, "" and 1 for one engine),
 // lost_to_alignment_tokens and overloaded. Not regress aliases: regress names them by their
 // summary paths (fleet.imbalance, ...).
 nlohmann::ordered_json FleetColumns(const nlohmann::ordered_json& summary);

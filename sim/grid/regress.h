@@ -39,7 +39,7 @@ absl::Status CheckTolerances(const Scenario& suite);
 // Every number of `summary` that is a metric, keyed by dotted path, in summary order.
 nlohmann::ordered_json FlattenMetrics(const nlohmann::ordered_json& summary);
 
-// The baseline document `--update` writes: every metric of every point, keyed by dotted path.
+// The baseline document an update writes: every metric of every point, keyed by dotted path.
 nlohmann::ordered_json BaselineJson(const Scenario& suite,
                                     const std::vector<nlohmann::ordered_json>& summaries);
 

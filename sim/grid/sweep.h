@@ -27,7 +27,7 @@ struct SweepOptions {
 struct SweepStats {
   int64_t run = 0;
   int64_t overloaded = 0;  // of `run`: their replay fell behind (summary "overloaded": true)
-  int64_t skipped = 0;     // already done (--resume)
+  int64_t skipped = 0;     // already done (resumed)
   // Interrupted (RunSweep's `interrupt`; the CLI sets it on SIGINT/SIGTERM): the signal, and the
   // points of the shard that were stopped or never started; none of them has a point file.
   int interrupt_signal = 0;

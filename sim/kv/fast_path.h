@@ -1,6 +1,6 @@
 // The KV manager's fast path on or off, per manager (sim/kv/quiet_ranges.h says what it skips and
 // why the result is exact). On by default; off runs every AllocateSlots call in full, the
-// reference path that tests compare against (--no-fast-path, ReplayTuning::kv_fast_path).
+// reference path that tests compare against (ReplayTuning::kv_fast_path).
 #ifndef PREFIXSIM_SIM_KV_FAST_PATH_H_
 #define PREFIXSIM_SIM_KV_FAST_PATH_H_
 

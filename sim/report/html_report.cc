@@ -1,4 +1,4 @@
-// The A/B report page (`compare --html`, `replay --html`): one self-contained HTML file with
+// The A/B report page of `compare` and `replay`: one self-contained HTML file with
 // inline CSS and SVG (html_charts.h) and a few lines of inline script that only verify the page
 // (count each chart's drawn elements into data attributes). No network at view time.
 //

@@ -1,5 +1,6 @@
 // Hit rate against KV cache capacity: one replay of the whole trace per policy and capacity
-// (`--capacities`), as a chart with the configured capacity marked and as a table.
+// (HtmlReportOptions::capacity_sweep), as a chart with the configured capacity marked and as a
+// table.
 #include <algorithm>
 #include <set>
 #include <string>

@@ -11,7 +11,7 @@ namespace prefixsim {
 namespace html_report {
 namespace {
 
-// The router and how evenly and how well it routed, and how --replicas auto chose the size.
+// The router and how evenly and how well it routed, and how auto-sizing chose the size.
 std::string FleetFacts(const FleetSummary& f) {
   std::string s = absl::StrCat("<ul><li>", f.replicas, f.replicas == 1 ? " replica" : " replicas",
                                " behind router <span class=\"math\">", Escape(f.router), "</span>");
@@ -51,7 +51,7 @@ std::string FleetFacts(const FleetSummary& f) {
   return s;
 }
 
-// The fleet sizes --replicas auto tried, in order, and the verdict on each.
+// The fleet sizes auto-sizing tried, in order, and the verdict on each.
 std::string ProbeTable(const std::string& policy, const FleetSummary& f) {
   std::string s = absl::StrCat("<table class=\"fleet-probes\" data-policy=\"", Escape(policy),
                                "\"><thead><tr><th>replicas tried</th><th>simulated span (s)</th>"

@@ -45,8 +45,8 @@ void WriteRequestCsvRow(const RequestRecord& record, bool fleet, std::ostream& o
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,
                                         const ReportOptions& options = {});
 
-// One replay of a capacity sweep (`--capacities`): the whole trace under one policy with
-// kv_cache_bytes overridden.
+// One replay of a capacity sweep (HtmlReportOptions::capacity_sweep): the whole trace under one
+// policy with kv_cache_bytes overridden.
 struct CapacitySweepPoint {
   std::string policy;
   int64_t kv_cache_bytes = 0;

@@ -339,7 +339,7 @@ std::string ComparisonReportText(const std::vector<ReplayResult>& results) {
        "lost_to_alignment_tokens)";
   s += causes ? "\nmiss: the first admissions' tokens by cause (docs/design.md section 7)\n" : "\n";
   // The two fleet rows above cannot show how the load and the hits spread over replicas, nor
-  // which sizes --replicas auto tried: each policy's fleet as replay prints it.
+  // which sizes auto-sizing tried: each policy's fleet as replay prints it.
   for (const ReplayResult& r : results) {
     if (r.fleet) absl::StrAppend(&s, "\n", FleetSection(*r.fleet, r.policy));
   }

@@ -40,7 +40,7 @@ struct ReplayConfig {
   // Not a flag: ReplayTuning::skip_teardown, for the one replay (per policy) of a command that
   // exits right after it (replay, compare). Never for sweeps: their points would pile up.
   bool skip_teardown = false;
-  // Not a flag: ReplayOptions::kv_event_sink (the --kv-events outputs, sim/events).
+  // Not a flag: ReplayOptions::kv_event_sink (the KV event outputs, sim/events).
   std::function<KvEventSink*(int replica)> kv_event_sink;
   // Not a flag: opens the trace instead of OpenTrace(trace, ...) (the Python module's traces
   // given as records, sim/trace/trace_source.h); empty: `trace` is a path. Called once per
@@ -52,9 +52,9 @@ struct ReplayConfig {
 // with different plans). `interrupt` (may be null): a replay stops at its next event once it
 // reads non-zero, and the result is marked partial (ReplayOptions::interrupt). `progress` (may
 // be empty): called as ReplayOptions::progress is.
-// Per-request records: kept in ReplayResult::per_request (`keep_records`, what --html needs), or
-// streamed to `record_sink` in trace order as requests end (--csv alone: memory stays bounded),
-// or neither.
+// Per-request records: kept in ReplayResult::per_request (`keep_records`, what the HTML page
+// needs), or streamed to `record_sink` in trace order as requests end (a CSV alone: memory stays
+// bounded), or neither.
 absl::StatusOr<ReplayResult> RunReplay(const ReplayConfig& config, const ModelSpec& model,
                                        const EngineConfig& engine, const KvPlan& plan,
                                        const std::atomic<int>* interrupt,

@@ -1,6 +1,6 @@
 // `mooncake` (kvcache-ai/Mooncake FAST'25 traces): {timestamp (ms), input_length, output_length,
-// hash_ids}, one hash id per 512-token block (--trace-block-tokens for other sizes). No sessions:
-// session sampling keeps a fraction of requests.
+// hash_ids}, one hash id per 512-token block (TraceOptions::trace_block_tokens for other sizes). No
+// sessions: session sampling keeps a fraction of requests.
 #include "sim/trace/content_ids.h"
 #include "sim/trace/hash_id_blocks.h"
 #include "sim/trace/json_fields.h"

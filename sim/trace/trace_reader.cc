@@ -1,5 +1,5 @@
 // The streaming reader shared by every format: lines in, Requests out, with arrival order, the
-// time window, session sampling, time scaling and --max-requests applied here, once.
+// time window, session sampling, time scaling and max_requests applied here, once.
 #include <cmath>
 #include <functional>
 #include <limits>

@@ -51,8 +51,9 @@ class AtomicFileWriter {
 // InvalidArgument "<flag> <path>: <why>".
 absl::Status CheckOutputFile(const std::string& path, std::string_view flag);
 
-// The same for an output directory that the run creates or fills (sweep --out): an existing
-// `path` must be a writable directory, otherwise its closest existing ancestor must be one.
+// The same for an output directory that the run creates or fills (a sweep's output directory): an
+// existing `path` must be a writable directory, otherwise its closest existing ancestor must be
+// one.
 absl::Status CheckOutputDir(const std::string& path, std::string_view flag);
 
 }  // namespace prefixsim

@@ -14,8 +14,8 @@
 namespace prefixsim {
 
 // The data roots, in the order they are searched: $PREFIXSIM_CONFIG_DIR (when set and not
-// empty), <directory of `executable`>/../share/prefixsim (the `cmake --install` layout), then the
-// source tree this library was built from. Each root holds configs/<kind>/ and scripts/.
+// empty), <directory of `executable`>/../share/prefixsim (the layout CMake's install writes), then
+// the source tree this library was built from. Each root holds configs/<kind>/ and scripts/.
 std::vector<std::filesystem::path> DataDirsFor(const std::filesystem::path& executable);
 // The same for the running program (/proc/self/exe).
 std::vector<std::filesystem::path> DataDirs();

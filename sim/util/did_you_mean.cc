@@ -31,8 +31,8 @@ int EditDistance(std::string_view a_in, std::string_view b_in) {
 
 std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& known,
                                       size_t max_results) {
-  // A third of the name's length, at least 2: "replya" -> "replay" (1), "--kv-cache-byte" ->
-  // "--kv-cache-bytes" (1), while "foo" suggests nothing from a list of unrelated names.
+  // A third of the name's length, at least 2: "replya" -> "replay" (1), "kv-cache-byte" ->
+  // "kv-cache-bytes" (1), while "foo" suggests nothing from a list of unrelated names.
   const int threshold = std::max<int>(2, static_cast<int>(name.size()) / 3);
   std::vector<std::tuple<int, int, std::string>> ranked;  // (tier, distance, name)
   const std::string lower = absl::AsciiStrToLower(AbslView(name));
@@ -57,8 +57,8 @@ std::vector<std::string> ClosestNames(std::string_view name, const std::vector<s
   const int best_distance = std::get<1>(ranked.front());
   for (const auto& [tier, distance, k] : ranked) {
     if (out.size() >= max_results) break;
-    // Once there are typo-close names, farther ones are noise: "--kv-cache-byte" is
-    // "--kv-cache-bytes" (1), not also "--kv-cache-dtype" (4).
+    // Once there are typo-close names, farther ones are noise: "kv-cache-byte" is
+    // "kv-cache-bytes" (1), not also "kv-cache-dtype" (4).
     if (best_tier == 0 && (tier > 0 || distance > best_distance + 1)) break;
     out.push_back(k);
   }

@@ -1,7 +1,7 @@
 // How the library names an option in what it tells a user (an error, a report's advice): by the
 // field a caller sets (TraceOptions::max_requests is `max_requests`), in backticks, with the value
 // it suggests where it suggests one (`replicas=auto`). A front end that spells its options
-// otherwise (the CLI: --max-requests, --replicas auto) rewrites the names it knows with
+// otherwise (the CLI's flags, the Python module's keywords) rewrites the names it knows with
 // SpellOptionNames, so the library never knows the flags and an embedder reads its own fields.
 #ifndef PREFIXSIM_SIM_UTIL_OPTION_NAMES_H_
 #define PREFIXSIM_SIM_UTIL_OPTION_NAMES_H_

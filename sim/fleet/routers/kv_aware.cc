@@ -5,8 +5,8 @@
 // (cache_view.h) believes the replica holds.
 //  * kv_aware reads the `exact` view by default: every replica's own lookup rule (the hybrid
 //    fixed point over all groups, the alignment to A, the L-1 cap; docs/semantics.md §9) on an
-//    index kept by the replicas' events. Other views (--router-view) model routers that see the
-//    cache late, partly or not at all.
+//    index kept by the replicas' events. Other views (RouterViewConfig::kind) model routers that
+//    see the cache late, partly or not at all.
 //  * kv_aware_unaligned is kv_aware on the `attention_only` view: what a hybrid-unaware router
 //    sees in the events, the run of the primary group's blocks cached from the start, with no
 //    alignment to A, no other group and no cap. Under a policy with a large A (old: 13,824

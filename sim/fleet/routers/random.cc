@@ -1,5 +1,5 @@
 // random: a uniformly random replica per request, from its own std::mt19937_64 stream derived
-// from --seed (the acceptance model's draws are not disturbed).
+// from the replay's seed (the acceptance model's draws are not disturbed).
 #include <random>
 
 #include "sim/fleet/router.h"

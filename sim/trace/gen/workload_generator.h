@@ -1,9 +1,9 @@
 // Reproducible synthetic workloads for `prefixsim gen-trace`: multi-turn chat, agentic tool loops
 // and shared-document / few-shot requests, with Poisson or bursty arrivals. All randomness comes
-// from one std::mt19937_64 seeded by --seed, and the distributions are computed here from its raw
-// bits (not std::*_distribution, whose algorithms differ between standard libraries), so the same
-// seed gives the same file. (They still use std::log/exp/cos: a libm that rounds differently in
-// the last bit could, rarely, change a length by one token on another platform.)
+// from one std::mt19937_64 seeded by WorkloadOptions::seed, and the distributions are computed here
+// from its raw bits (not std::*_distribution, whose algorithms differ between standard libraries),
+// so the same seed gives the same file. (They still use std::log/exp/cos: a libm that rounds
+// differently in the last bit could, rarely, change a length by one token on another platform.)
 #ifndef PREFIXSIM_SIM_TRACE_GEN_WORKLOAD_GENERATOR_H_
 #define PREFIXSIM_SIM_TRACE_GEN_WORKLOAD_GENERATOR_H_
 
