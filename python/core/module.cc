@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -612,9 +611,9 @@ py::tuple Replay(const py::object& trace, const std::string& model, const std::s
   return py::make_tuple(out, keyboard_interrupt, warnings);
 }
 
-// The report page of `replay --html` / `compare --html` (sim/cli/html_page.cc does the same for
-// the CLI): the capacity sweep, each result's policy at each of `capacities` (bytes), and the
-// trace's alignment curve, then sim/report's page.
+// The report page of `replay --html` / `compare --html` (sim/cli/html_page.cc is the CLI's; both
+// plan the sweep with PlanCapacitySweep): the capacity sweep, each result's policy at each of
+// `capacities` (bytes), and the trace's alignment curve, then sim/report's page.
 void WriteHtml(const std::vector<NativeResult>& results, const std::string& path,
                const std::string& command, bool deltas, const std::vector<int64_t>& capacities) {
   if (results.empty()) throw py::value_error("no results to write");
@@ -633,28 +632,8 @@ void WriteHtml(const std::vector<NativeResult>& results, const std::string& path
                    std::filesystem::path(inputs.trace.label()).filename().string());
   page.deltas = deltas;
   page.configured_kv_cache_bytes = loaded.engine.kv_cache_bytes.value_or(0);
-  struct Job {
-    size_t result;
-    int64_t bytes;
-  };
-  std::vector<Job> jobs;
-  const std::set<int64_t> sizes(capacities.begin(), capacities.end());
-  for (size_t i = 0; i < copies.size(); ++i) {
-    if (page.configured_kv_cache_bytes > 0 && !loaded.engine.num_gpu_blocks) {
-      CapacitySweepPoint p;
-      p.policy = copies[i].policy;
-      p.kv_cache_bytes = page.configured_kv_cache_bytes;
-      p.num_blocks = copies[i].plan.num_blocks;
-      p.hit_rate = copies[i].prefix_cache.hit_rate();
-      p.lost_to_alignment_tokens = copies[i].lost_to_alignment_tokens;
-      p.queries = copies[i].prefix_cache.queries;
-      page.capacity_sweep.push_back(p);
-    }
-    for (const int64_t c : sizes) {
-      if (c == page.configured_kv_cache_bytes && !loaded.engine.num_gpu_blocks) continue;
-      jobs.push_back({i, c});
-    }
-  }
+  const std::vector<CapacitySweepJob> jobs =
+      PlanCapacitySweep(copies, capacities, !loaded.engine.num_gpu_blocks, &page);
   std::vector<std::optional<absl::StatusOr<CapacitySweepPoint>>> done(jobs.size());
   AnalyzeOptions analyze_options;
   for (const ReplayResult& r : copies) analyze_options.alignments.push_back(r.plan.hit_alignment);
@@ -675,7 +654,7 @@ void WriteHtml(const std::vector<NativeResult>& results, const std::string& path
                                         analyze_options);
         return;
       }
-      const Job& job = jobs[k - 1];
+      const CapacitySweepJob& job = jobs[k - 1];
       EngineConfig engine = loaded.engine;
       engine.kv_cache_bytes = job.bytes;
       engine.num_gpu_blocks.reset();
@@ -691,14 +670,7 @@ void WriteHtml(const std::vector<NativeResult>& results, const std::string& path
                                             ": ", r.status().message()));
         return;
       }
-      CapacitySweepPoint p;
-      p.policy = policy;
-      p.kv_cache_bytes = job.bytes;
-      p.num_blocks = plan->num_blocks;
-      p.hit_rate = r->prefix_cache.hit_rate();
-      p.lost_to_alignment_tokens = r->lost_to_alignment_tokens;
-      p.queries = r->prefix_cache.queries;
-      done[k - 1] = p;
+      done[k - 1] = SweepPointOf(*r, job.bytes);
     });
   };
   PendingError pending = RunWithoutGil(work, interrupt, {});

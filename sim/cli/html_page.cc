@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -87,28 +86,8 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
   page.configured_kv_cache_bytes = loaded.engine.kv_cache_bytes.value_or(0);
 
   // The sweep: every policy at every capacity; the configured capacity reuses the main result.
-  struct Job {
-    size_t result;
-    int64_t bytes;
-  };
-  std::vector<Job> jobs;
-  std::set<int64_t> caps(capacities.begin(), capacities.end());
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (page.configured_kv_cache_bytes > 0 && !loaded.engine.num_gpu_blocks) {
-      CapacitySweepPoint p;
-      p.policy = results[i].policy;
-      p.kv_cache_bytes = page.configured_kv_cache_bytes;
-      p.num_blocks = results[i].plan.num_blocks;
-      p.hit_rate = results[i].prefix_cache.hit_rate();
-      p.lost_to_alignment_tokens = results[i].lost_to_alignment_tokens;
-      p.queries = results[i].prefix_cache.queries;
-      page.capacity_sweep.push_back(p);
-    }
-    for (int64_t c : caps) {
-      if (c == page.configured_kv_cache_bytes && !loaded.engine.num_gpu_blocks) continue;
-      jobs.push_back({i, c});
-    }
-  }
+  const std::vector<CapacitySweepJob> jobs =
+      PlanCapacitySweep(results, capacities, !loaded.engine.num_gpu_blocks, &page);
   std::vector<std::optional<absl::StatusOr<CapacitySweepPoint>>> done(jobs.size());
   // The alignment curve, with every policy's A on it, is item 0, so it starts first and runs
   // while the other threads replay the capacities.
@@ -137,14 +116,7 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
                                           ": ", r.status().message()));
       return;
     }
-    CapacitySweepPoint p;
-    p.policy = policy;
-    p.kv_cache_bytes = jobs[j].bytes;
-    p.num_blocks = plan->num_blocks;
-    p.hit_rate = r->prefix_cache.hit_rate();
-    p.lost_to_alignment_tokens = r->lost_to_alignment_tokens;
-    p.queries = r->prefix_cache.queries;
-    done[j] = p;
+    done[j] = SweepPointOf(*r, jobs[j].bytes);
   });
   for (auto& d : done) {
     if (!d->ok()) return d->status();

@@ -13,6 +13,7 @@
 // router, the auto-sizing probes and the per-replica table with bar charts of load and hit rate,
 // and for `prefixsim parity` the comparison against the measured run.
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,32 @@ std::string ComparisonReportHtml(const std::vector<ReplayResult>& results,
   HtmlReportOptions options;
   options.title = title;
   return HtmlReport(results, options);
+}
+
+CapacitySweepPoint SweepPointOf(const ReplayResult& result, int64_t kv_cache_bytes) {
+  CapacitySweepPoint p;
+  p.policy = result.policy;
+  p.kv_cache_bytes = kv_cache_bytes;
+  p.num_blocks = result.plan.num_blocks;
+  p.hit_rate = result.prefix_cache.hit_rate();
+  p.lost_to_alignment_tokens = result.lost_to_alignment_tokens;
+  p.queries = result.prefix_cache.queries;
+  return p;
+}
+
+std::vector<CapacitySweepJob> PlanCapacitySweep(const std::vector<ReplayResult>& results,
+                                                const std::vector<int64_t>& capacities,
+                                                bool sized_by_bytes, HtmlReportOptions* page) {
+  const std::set<int64_t> distinct(capacities.begin(), capacities.end());
+  const int64_t configured = sized_by_bytes ? page->configured_kv_cache_bytes : 0;
+  std::vector<CapacitySweepJob> jobs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (configured > 0) page->capacity_sweep.push_back(SweepPointOf(results[i], configured));
+    for (const int64_t bytes : distinct) {
+      if (bytes != configured) jobs.push_back({i, bytes});
+    }
+  }
+  return jobs;
 }
 
 }  // namespace prefixsim

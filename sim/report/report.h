@@ -98,6 +98,22 @@ struct HtmlReportOptions {
 // Self-contained: inline CSS and SVG plus a short inline script that only verifies the page.
 std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlReportOptions& options);
 
+// The capacity sweep's point of `result`, a whole-trace replay of its policy with
+// kv_cache_bytes = `kv_cache_bytes`.
+CapacitySweepPoint SweepPointOf(const ReplayResult& result, int64_t kv_cache_bytes);
+
+// The replays a capacity sweep of `results` at `capacities` (bytes) needs: each result's policy at
+// each distinct capacity, except the configured one when the engine is sized by bytes
+// (`sized_by_bytes`: no num_gpu_blocks), whose points are the results themselves and are added to
+// page->capacity_sweep here. Every front end that draws the page plans its sweep with this.
+struct CapacitySweepJob {
+  size_t result = 0;  // index into `results`
+  int64_t bytes = 0;
+};
+std::vector<CapacitySweepJob> PlanCapacitySweep(const std::vector<ReplayResult>& results,
+                                                const std::vector<int64_t>& capacities,
+                                                bool sized_by_bytes, HtmlReportOptions* page);
+
 }  // namespace prefixsim
 
 #endif  // PREFIXSIM_SIM_REPORT_REPORT_H_
