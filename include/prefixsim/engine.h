@@ -129,6 +129,39 @@ struct PrefixCacheStats {
   }
 };
 
+// The offload tiers behind the GPU pool (docs/semantics.md §16): CPU first, then the secondary
+// tiers in order. Bytes are what the links carry (all ranks).
+inline constexpr int kMaxOffloadTiers = 1 + kMaxSecondaryTiers;
+struct OffloadTierStats {
+  std::string medium;  // vLLM's KV-event medium: CPU, FS, OBJ, P2P
+  int64_t capacity_bytes = 0;
+  int64_t capacity_blocks =
+      0;                   // keys it can hold (CPU: slots; others: blocks of the largest group)
+  int64_t hit_tokens = 0;  // prompt tokens its loads served at first admissions
+  int64_t loaded_blocks = 0, loaded_bytes = 0;
+  int64_t stored_blocks = 0, stored_bytes = 0;
+  int64_t evicted_blocks = 0;
+  int64_t never_loaded_blocks = 0;  // stored, then evicted or still held, never read by a load
+  int64_t store_failures = 0;       // a step's stores refused: no room could be made
+  int64_t peak_used_bytes = 0;
+  void Merge(const OffloadTierStats& o);
+};
+struct OffloadStats {
+  bool enabled = false;
+  int64_t gpu_hit_tokens = 0;    // the GPU's share of the first admissions' hits
+  int64_t loads = 0;             // admissions that waited for a load
+  int64_t load_wait_ns = 0;      // summed over them: lookup to load end
+  int64_t deferred_lookups = 0;  // lookups told to wait (a block being written or loaded)
+  int64_t stores_skipped = 0;    // keys below store_threshold (vllm:kv_offload_stores_skipped)
+  std::vector<OffloadTierStats> tiers;
+  int64_t tier_hit_tokens() const {
+    int64_t n = 0;
+    for (const OffloadTierStats& t : tiers) n += t.hit_tokens;
+    return n;
+  }
+  void Merge(const OffloadStats& o);
+};
+
 struct SpecDecodeStats {
   int64_t num_drafts = 0;                      // verification steps that carried at least one draft
   int64_t draft_tokens = 0;                    // draft tokens verified
@@ -179,6 +212,9 @@ struct RequestRecord {
   // Fleets: the hit the best replica would have given at arrival minus the chosen one's (their
   // lookups on the exact view of the caches).
   int64_t routing_regret_tokens = 0;
+  // With offload tiers: hit_tokens split into the GPU's share and each tier's (CPU first).
+  int64_t gpu_hit_tokens = 0;
+  int64_t tier_hit_tokens[kMaxOffloadTiers] = {};
   MissAttribution miss;  // at the first admission (all zero if not admitted or not attributed)
   // "" when served; otherwise why not: "prompt_too_long", "does_not_fit", "empty_prompt", or
   // "interrupted" (still waiting or running when an interrupted replay stopped).
@@ -292,6 +328,7 @@ struct ReplayResult {
   int64_t cached_blocks = 0;
   int64_t preemptions = 0;
   SpecDecodeStats spec_decode;
+  OffloadStats offload;  // enabled only with kv_offloading_size
 
   int64_t num_steps = 0;
   int64_t prompt_tokens = 0;    // of served requests
@@ -347,6 +384,7 @@ struct ReplayResult {
     f("cached_blocks", &ReplayResult::cached_blocks, kSum);
     f("preemptions", &ReplayResult::preemptions, kSum);
     f("spec_decode", &ReplayResult::spec_decode, kSum);
+    f("offload", &ReplayResult::offload, kSum);
     f("num_steps", &ReplayResult::num_steps, kSum);
     f("step_time_ns", &ReplayResult::step_time_ns, kSum);
     f("kernel_time_ns", &ReplayResult::kernel_time_ns, kSum);

@@ -83,6 +83,40 @@ struct CostModelConfig {
   std::string table_path;         // table: measured times (CSV)
 };
 
+// A storage tier behind the CPU tier: one entry of vLLM's `secondary_tiers` (its
+// TieringOffloadingSpec; docs/semantics.md §16). Blocks reach it only through the CPU tier.
+struct SecondaryTierConfig {
+  std::string type = "fs";  // fs | obj | p2p; the medium its reports and events name (FS, ...)
+  int64_t capacity_bytes = 0;
+  // Bytes per second (decimal GB/s in the JSON) from the tier into CPU memory and back; vLLM has
+  // no such knob (the hardware decides), so these are prefixsim's.
+  double read_bytes_per_s = 5e9;
+  double write_bytes_per_s = 2e9;
+};
+
+// How one CPU slot is sized (docs/semantics.md §16.2): vLLM gives every offload key, which names
+// one (block hash, group), a slot as large as one block of every group together (vLLM issue
+// #56871, still so on main@9d14fd3), or, with the fix proposed in PR #56953, as large as the
+// largest group's block.
+enum class OffloadSlotSizing { kRowPerKey, kLargestGroup };
+std::string_view OffloadSlotSizingName(OffloadSlotSizing sizing);
+std::optional<OffloadSlotSizing> ParseOffloadSlotSizing(std::string_view name);
+
+// vLLM's native KV offloading (`kv_offloading_size` turns on the OffloadingConnector with a CPU
+// tier; `kv_transfer_config.kv_connector_extra_config` holds its knobs). docs/semantics.md §16.
+inline constexpr int kMaxSecondaryTiers = 3;
+struct KvOffloadConfig {
+  double kv_offloading_size_gib = 0;  // CacheConfig.kv_offloading_size; 0 = no offloading
+  int64_t store_threshold = 0;        // >= 2: store a block only after that many lookups
+  bool offload_prompt_only = true;
+  std::vector<SecondaryTierConfig> secondary_tiers;  // consulted in order after the CPU tier
+  // prefixsim's own: the GPU <-> CPU link (PCIe) in bytes per second each way, and the slot sizing.
+  double cpu_load_bytes_per_s = 25e9;
+  double cpu_store_bytes_per_s = 25e9;
+  OffloadSlotSizing slot_sizing = OffloadSlotSizing::kRowPerKey;
+  bool enabled() const { return kv_offloading_size_gib > 0; }
+};
+
 // A fleet of identical engine replicas behind a router (docs/design.md §2 "Fleet"). One replica is
 // the plain single-engine replay.
 inline constexpr int kMaxReplicas = 4096;
@@ -137,6 +171,7 @@ struct EngineConfig {
   std::optional<int64_t> skip_page_size_padded;
   bool disable_hybrid_kv_cache_manager = false;
   SpeculativeConfig speculative;
+  KvOffloadConfig kv_offload;
   CostModelConfig cost_model;
   FleetConfig fleet;
   std::string source;  // where it was read from (for messages)

@@ -119,6 +119,21 @@ void AddModelEngineOptions(CLI::App* cmd, ModelEngineOptions* options) {
   g->add_option("--scheduler-reserve-full-isl", o.scheduler_reserve_full_isl,
                 "true or false: admit a waiting request only when blocks for its whole sequence "
                 "fit (vLLM's default true)");
+  g->add_option("--kv-offloading-size", o.kv_offloading_size,
+                "GiB of CPU memory for offloaded KV blocks (vLLM's kv_offloading_size; 0 = off)");
+  g->add_option("--kv-offload-store-threshold", o.kv_offload_store_threshold,
+                "store a block in the CPU tier only after this many lookups (vLLM's "
+                "store_threshold; 0 or 1 = always)");
+  g->add_option("--kv-offload-prompt-only", o.kv_offload_prompt_only,
+                "true or false: offload prompt blocks only (vLLM's offload_prompt_only, default "
+                "true)");
+  g->add_option("--kv-offload-slot-sizing", o.kv_offload_slot_sizing,
+                "row_per_key (vLLM main: each (block, group) key takes one block of every group) "
+                "or largest_group (PR #56953)");
+  g->add_option("--kv-offload-load-gbps", o.kv_offload_load_gbps,
+                "GB/s from CPU to GPU memory (default 25)");
+  g->add_option("--kv-offload-store-gbps", o.kv_offload_store_gbps,
+                "GB/s from GPU to CPU memory (default 25)");
   CLI::Option* disable_eagle_block_drop =
       g->add_option("--disable-eagle-block-drop", o.disable_eagle_block_drop,
                     "true or false: keep the last matched block of a prefix hit that the eagle, "

@@ -52,10 +52,10 @@ absl::StatusOr<StreamedCsv> OpenStreamedCsv(const ReplayCommandOptions& options,
     PREFIXSIM_ASSIGN_OR_RETURN(csv.file, AtomicFileWriter::Open(options.csv_path));
     csv.stream = &csv.file->stream();
   }
-  const bool fleet = engine.fleet.replicas > 1 || engine.fleet.auto_replicas;
-  WriteRequestsCsvHeader(fleet, *csv.stream);
-  csv.sink = [stream = csv.stream, fleet](const RequestRecord& rec) {
-    WriteRequestCsvRow(rec, fleet, *stream);
+  const RequestCsvLayout layout = RequestCsvLayout::For(engine);
+  WriteRequestsCsvHeader(layout, *csv.stream);
+  csv.sink = [stream = csv.stream, layout](const RequestRecord& rec) {
+    WriteRequestCsvRow(rec, layout, *stream);
   };
   return csv;
 }

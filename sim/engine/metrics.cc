@@ -116,6 +116,10 @@ void MergeCounter(SpecDecodeStats* into, const SpecDecodeStats& from,
                   ReplayResult::CounterMerge /*sum*/) {
   into->Merge(from);
 }
+void MergeCounter(OffloadStats* into, const OffloadStats& from,
+                  ReplayResult::CounterMerge /*sum*/) {
+  into->Merge(from);
+}
 void MergeCounter(MissCauseStats* into, const MissCauseStats& from,
                   ReplayResult::CounterMerge /*sum*/) {
   into->Merge(from);
@@ -126,6 +130,32 @@ void MergeCounter(std::map<int64_t, int64_t>* into, const std::map<int64_t, int6
 }
 
 }  // namespace
+
+void OffloadTierStats::Merge(const OffloadTierStats& o) {
+  if (medium.empty()) medium = o.medium;
+  capacity_bytes += o.capacity_bytes;
+  capacity_blocks += o.capacity_blocks;
+  hit_tokens += o.hit_tokens;
+  loaded_blocks += o.loaded_blocks;
+  loaded_bytes += o.loaded_bytes;
+  stored_blocks += o.stored_blocks;
+  stored_bytes += o.stored_bytes;
+  evicted_blocks += o.evicted_blocks;
+  never_loaded_blocks += o.never_loaded_blocks;
+  store_failures += o.store_failures;
+  peak_used_bytes += o.peak_used_bytes;  // each replica's own tier: peaks add up at most
+}
+
+void OffloadStats::Merge(const OffloadStats& o) {
+  enabled = enabled || o.enabled;
+  gpu_hit_tokens += o.gpu_hit_tokens;
+  loads += o.loads;
+  load_wait_ns += o.load_wait_ns;
+  deferred_lookups += o.deferred_lookups;
+  stores_skipped += o.stores_skipped;
+  if (tiers.size() < o.tiers.size()) tiers.resize(o.tiers.size());
+  for (size_t i = 0; i < o.tiers.size(); ++i) tiers[i].Merge(o.tiers[i]);
+}
 
 void ReplayResult::MergeCounters(const ReplayResult& other) {
   ForEachMergedCounter([&](std::string_view /*name*/, auto field, CounterMerge merge) {

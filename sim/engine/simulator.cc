@@ -33,6 +33,9 @@ void RecordProgress(const SimRequest& req, RequestRecord* rec) {
     rec->alignment_loss_tokens = req.first_alignment_loss;
     rec->lost_to_alignment_tokens = req.first_lost_to_alignment;
     rec->miss = req.first_miss;
+    rec->gpu_hit_tokens = req.gpu_hit_tokens;
+    std::copy(std::begin(req.tier_hit_tokens), std::end(req.tier_hit_tokens),
+              std::begin(rec->tier_hit_tokens));
   }
 }
 
@@ -114,6 +117,11 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
     sim->kv_->SetKvEventSink(sim->event_sink_);
   }
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
+  if (engine.kv_offload.enabled() && plan.enable_prefix_caching) {
+    sim->offload_ =
+        std::make_unique<kv::OffloadingConnector>(sim->plan_, sim->engine_, sim->kv_.get());
+    sim->scheduler_->SetOffloadingConnector(sim->offload_.get());
+  }
   if (sim->num_spec_tokens_ > 0) sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
   return sim;
 }
@@ -189,10 +197,15 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t now) {
   PREFIXSIM_CHECK(!busy_);
   ReplayResult& result = totals_.counters;
   for (;;) {
-    scheduler_->Schedule(&batch_);
+    scheduler_->Schedule(&batch_, now);
     if (ThrashLimitReached()) return ThrashingError();
     if (!batch_.empty()) break;
     if (scheduler_->num_waiting() == 0 && scheduler_->num_running() == 0) return 0;
+    // Only tier loads are in flight: the engine idles until the first of them ends.
+    if (const int64_t load_end = NextLoadEnd(now); load_end > now) {
+      busy_ = true;
+      return load_end - now;
+    }
     const AdmissionStop stop = scheduler_->last_admission_stop();
     // A step that only preempted admits nothing (vLLM); the next schedule can admit. It takes no
     // simulated time: no tokens run.
@@ -229,6 +242,14 @@ absl::StatusOr<int64_t> Simulator::StartStep(int64_t now) {
   }
   const int64_t dt = cost_->StepTimeNs(work_);
   PREFIXSIM_CHECK(dt > 0);
+  if (offload_ != nullptr) {
+    // vLLM's connector offers the blocks the step fills for storing; the writes start at its end.
+    for (const ScheduledSeq& s : batch_) {
+      const SimRequest& r = *s.req;
+      offload_->StoreAfterStep(r.kv, std::min(s.context_tokens, r.num_tokens), r.prompt_tokens,
+                               now + dt);
+    }
+  }
   result.num_steps += 1;
   result.step_time_ns += dt;
   result.kernel_time_ns = cost_->kernel_ns();
@@ -326,6 +347,15 @@ void Simulator::Finish(SimRequest* r) {
   live_[r->slot].reset();
 }
 
+int64_t Simulator::NextLoadEnd(int64_t now) const {
+  if (offload_ == nullptr || !offload_->loads_in_flight()) return -1;
+  int64_t first = -1;
+  for (const SimRequest* r : scheduler_->waiting()) {
+    if (r->load_done_ns > now && (first < 0 || r->load_done_ns < first)) first = r->load_done_ns;
+  }
+  return first;
+}
+
 int64_t Simulator::requests_done() const {
   const ReplayResult& r = totals_.counters;
   return r.finished_requests + r.skipped_prompt_too_long + r.skipped_does_not_fit +
@@ -376,6 +406,13 @@ ReplicaTotals Simulator::TakeTotals() {
   r.miss_causes.forgotten_blocks = kv::ForgottenComputedBlocks(*kv_);
   r.preemptions = c.preemptions;
   r.evicted_blocks = kv_->counters().evicted_blocks;
+  if (offload_ != nullptr) {
+    r.offload = offload_->Stats();
+    r.offload.gpu_hit_tokens = c.gpu_hit_tokens;
+    for (size_t t = 0; t < r.offload.tiers.size(); ++t) {
+      r.offload.tiers[t].hit_tokens = c.tier_hit_tokens[t];
+    }
+  }
   r.cached_blocks = kv_->counters().cached_blocks;
   // Position p was accepted by every verification that accepted more than p drafts.
   std::vector<int64_t>& per_position = r.spec_decode.accepted_per_position;

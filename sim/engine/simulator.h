@@ -93,6 +93,8 @@ class Simulator {
   void Skip(const Request& request, const char* reason);
   int SampleAccepted(SimRequest* req, int num_drafts);
   void Finish(SimRequest* req);
+  // With nothing to run: the earliest end of a tier load still in flight, or -1.
+  int64_t NextLoadEnd(int64_t now) const;
 
   KvPlan plan_;
   EngineConfig engine_;
@@ -102,7 +104,8 @@ class Simulator {
   std::vector<int64_t> ended_records_;  // final since the last FlushEndedRecords
   SchedulerConfig sched_config_;
   std::unique_ptr<KvCacheManager> kv_;
-  KvEventSink* event_sink_ = nullptr;  // ReplayOptions::kv_event_sink's, not owned
+  KvEventSink* event_sink_ = nullptr;                 // ReplayOptions::kv_event_sink's, not owned
+  std::unique_ptr<kv::OffloadingConnector> offload_;  // null without offload tiers
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<AcceptanceModel> acceptance_;
   std::unique_ptr<CostModel> cost_;

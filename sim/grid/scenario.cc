@@ -166,6 +166,12 @@ const std::vector<std::pair<std::string, Setter>>& KeyTable() {
       {"enable_chunked_prefill", Bool(&O::enable_chunked_prefill)},
       {"disable_eagle_block_drop", Bool(&O::disable_eagle_block_drop)},
       {"scheduler_reserve_full_isl", Bool(&O::scheduler_reserve_full_isl)},
+      {"kv_offloading_size", Double(&O::kv_offloading_size)},
+      {"kv_offload_store_threshold", Int(&O::kv_offload_store_threshold)},
+      {"kv_offload_prompt_only", Bool(&O::kv_offload_prompt_only)},
+      {"kv_offload_slot_sizing", OverrideString(&O::kv_offload_slot_sizing)},
+      {"kv_offload_load_gbps", Double(&O::kv_offload_load_gbps)},
+      {"kv_offload_store_gbps", Double(&O::kv_offload_store_gbps)},
       {"prefix_cache_retention_interval",
        [](const Json& v, const std::string&, PointConfig& c) {
          auto& o = c.replay.model_engine.overrides.prefix_cache_retention_interval;

@@ -194,10 +194,11 @@ int64_t KvCacheState::CheckpointedHit(const RequestState& st, bool dense) {
 // The token counts of an AllocateSlots call (docs/semantics.md §10.1).
 SlotCounts KvCacheState::Counts(const RequestState& st, int64_t num_computed_tokens,
                                 int64_t num_new_tokens, int64_t num_new_computed_tokens,
-                                int64_t num_lookahead_tokens) const {
+                                int64_t num_lookahead_tokens, int64_t num_external_tokens) const {
   const int64_t cap = MaxModelLen();
   SlotCounts c;
-  c.total_computed_tokens = std::min(num_computed_tokens + num_new_computed_tokens, cap);
+  c.total_computed_tokens =
+      std::min(num_computed_tokens + num_new_computed_tokens + num_external_tokens, cap);
   c.num_tokens_main_model = c.total_computed_tokens + num_new_tokens;
   c.num_tokens_need_slot = std::min(c.num_tokens_main_model + num_lookahead_tokens, cap);
   c.num_tokens_to_cache =
@@ -234,11 +235,12 @@ bool KvCacheState::AllocateSlots(KvRequestHandle h, int64_t num_computed_tokens,
 // then the fast path's window for the next call.
 bool KvCacheState::AllocateSlotsFull(KvRequestHandle h, int64_t num_computed_tokens,
                                      int64_t num_new_tokens, int64_t num_new_computed_tokens,
-                                     int64_t num_lookahead_tokens) {
+                                     int64_t num_lookahead_tokens, int64_t num_external_tokens,
+                                     bool delay_cache) {
   RequestState& st = requests_[h];
   const bool use_hit = TakePendingHit(st, num_computed_tokens, num_new_computed_tokens);
   const SlotCounts c = Counts(st, num_computed_tokens, num_new_tokens, num_new_computed_tokens,
-                              num_lookahead_tokens);
+                              num_lookahead_tokens, num_external_tokens);
   const bool quiet =
       !use_hit && fast_path_ && st.quiet_valid && QuietRanges::Contains(st.quiet_ranges, c);
   const int64_t prev_verified_end = st.prev_verified_end;
@@ -276,7 +278,7 @@ bool KvCacheState::AllocateSlotsFull(KvRequestHandle h, int64_t num_computed_tok
       st.groups.data(), c.num_tokens_need_slot, c.num_tokens_main_model, c.total_computed_tokens);
   // All-or-nothing: the step took no more blocks than it reserved.
   PREFIXSIM_CHECK(free_before - pool_.num_free() <= num_blocks_to_allocate);
-  if (caching_) CacheComputedBlocks(st, c, h.slot);
+  if (caching_ && !delay_cache) CacheComputedBlocks(st, c, h.slot);
   if (attributor_ && num_computed_tokens == 0) {
     EnsureHashes(st, shadow_->FineChunksFor(st.num_tokens));
     attributor_->OnAdmitted(h.slot, st.hashes.data(), static_cast<int64_t>(st.hashes.size()),
@@ -398,6 +400,15 @@ void KvCacheState::CacheSpecBoundaryState(RequestState& st, int64_t total,
   NoteCachingRequest(st);
   counters_.cached_blocks +=
       coord_.CacheBlocks(st.groups.data(), st.hashes.data(), b, b, CachingRequest(st));
+}
+
+void KvCacheState::CacheLoadedBlocks(KvRequestHandle h, int64_t num_computed_tokens) {
+  RequestState& st = requests_[h];
+  const SlotCounts c = Counts(st, num_computed_tokens, 0, 0, 0);
+  RecordStep(st, c);
+  st.quiet_valid = false;
+  if (caching_) CacheComputedBlocks(st, c, h.slot);
+  if (options_.check_invariants) CheckInvariants();
 }
 
 bool KvCacheState::FullSequenceFits(KvRequestHandle h) const {

@@ -71,6 +71,28 @@ class KvCacheState {
   KvCacheCounters& counters() { return counters_; }
   void set_fast_path(bool on) { fast_path_ = on; }
 
+  // For the offloading connector (offloading_connector.h), which sits behind the pool as vLLM's
+  // OffloadingConnector does: the request's hashes of its first `num_tokens` tokens' full chunks,
+  // and its state (block tables).
+  const std::vector<HashPair>& HashesOf(KvRequestHandle h, int64_t num_tokens) {
+    RequestState& st = requests_[h];
+    EnsureHashes(st, num_tokens / coord_.hash_block_size());
+    return st.hashes;
+  }
+  const RequestState& request_state(KvRequestHandle h) const { return requests_[h]; }
+  // vLLM's allocate_slots for a request whose `num_external_tokens` beyond the GPU hit are loaded
+  // from an offload tier (num_external_computed_tokens, delay_cache_blocks): blocks for the hit,
+  // the loaded tokens and the lookahead, all groups or none, and nothing published until the load
+  // ends (CacheLoadedBlocks). `gpu_hit` is 0 or the hit GetComputedBlocks returned.
+  bool AllocateSlotsForLoad(KvRequestHandle h, int64_t gpu_hit, int64_t num_external_tokens,
+                            int64_t num_lookahead_tokens) {
+    return AllocateSlotsFull(h, 0, 0, gpu_hit, num_lookahead_tokens, num_external_tokens,
+                             /*delay_cache=*/true);
+  }
+  // The load ended: publishes the loaded full blocks of the first `num_computed_tokens` tokens
+  // (vLLM's cache_blocks in _update_waiting_for_remote_kv).
+  void CacheLoadedBlocks(KvRequestHandle h, int64_t num_computed_tokens);
+
   // Takes the hashes PrepareRequest computed, if at this cache's H. REQUIRES: `hashes` empty and
   // `cursor` at the start.
   void AdoptPromptHashes(const Request& r, std::vector<HashPair>* hashes, HashCursor* cursor) const;
@@ -90,11 +112,14 @@ class KvCacheState {
   void MakeShadow(bool always);
   void EnsureHashes(RequestState& st, int64_t num_chunks);
   SlotCounts Counts(const RequestState& st, int64_t num_computed_tokens, int64_t num_new_tokens,
-                    int64_t num_new_computed_tokens, int64_t num_lookahead_tokens) const;
+                    int64_t num_new_computed_tokens, int64_t num_lookahead_tokens,
+                    int64_t num_external_tokens = 0) const;
   int64_t MaxModelLen() const;
   [[gnu::noinline]] bool AllocateSlotsFull(KvRequestHandle h, int64_t num_computed_tokens,
                                            int64_t num_new_tokens, int64_t num_new_computed_tokens,
-                                           int64_t num_lookahead_tokens);
+                                           int64_t num_lookahead_tokens,
+                                           int64_t num_external_tokens = 0,
+                                           bool delay_cache = false);
   bool TakePendingHit(RequestState& st, int64_t num_computed_tokens,
                       int64_t num_new_computed_tokens);
   void ValidatePending(const RequestState& st) const;

@@ -223,7 +223,115 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
   return absl::OkStatus();
 }
 
+// vLLM's native KV offloading (docs/semantics.md §16): "kv_offloading_size" (GiB) turns it on;
+// "kv_transfer_config": {"kv_connector": "OffloadingConnector", "kv_connector_extra_config":
+// {store_threshold, offload_prompt_only, eviction_policy, secondary_tiers: [{type, capacity,
+// read_gbps, write_gbps}]}}; prefixsim's own link and slot sizing in "kv_offload_link".
+absl::Status ParseOffload(const JsonConfig& doc, const nlohmann::json& root,
+                          KvOffloadConfig& offload) {
+  PREFIXSIM_ASSIGN_OR_RETURN(auto size, doc.OptionalNumber(root, "", "kv_offloading_size", 0, 1e9));
+  if (size) offload.kv_offloading_size_gib = *size;
+  if (auto it = root.find("kv_transfer_config"); it != root.end() && !it->is_null()) {
+    const std::string path = "kv_transfer_config";
+    if (!it->is_object()) return doc.Error(path, "must be an object");
+    PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, *it, path, EngineFieldsAt(path)));
+    PREFIXSIM_ASSIGN_OR_RETURN(auto connector, doc.OptionalString(*it, path, "kv_connector"));
+    if (connector && *connector != "OffloadingConnector") {
+      return doc.Error(JsonConfig::Join(path, "kv_connector"),
+                       absl::StrCat("'", *connector,
+                                    "' is not simulated (prefixsim models vLLM's native "
+                                    "OffloadingConnector)"));
+    }
+    PREFIXSIM_ASSIGN_OR_RETURN(auto role, doc.OptionalString(*it, path, "kv_role"));
+    if (role && *role != "kv_both") {
+      return doc.Error(
+          JsonConfig::Join(path, "kv_role"),
+          absl::StrCat("'", *role, "': offloading both stores and loads, so vLLM sets kv_both"));
+    }
+    if (auto ex = it->find("kv_connector_extra_config"); ex != it->end() && !ex->is_null()) {
+      const std::string xpath = "kv_transfer_config.kv_connector_extra_config";
+      if (!ex->is_object()) return doc.Error(xpath, "must be an object");
+      PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, *ex, xpath, EngineFieldsAt(xpath)));
+      PREFIXSIM_ASSIGN_OR_RETURN(auto threshold, doc.OptionalInt(*ex, xpath, "store_threshold", 0));
+      if (threshold) offload.store_threshold = *threshold;
+      PREFIXSIM_ASSIGN_OR_RETURN(auto prompt_only,
+                                 doc.OptionalBool(*ex, xpath, "offload_prompt_only"));
+      if (prompt_only) offload.offload_prompt_only = *prompt_only;
+      PREFIXSIM_ASSIGN_OR_RETURN(auto eviction, doc.OptionalString(*ex, xpath, "eviction_policy"));
+      if (eviction && *eviction != "lru") {
+        return doc.Error(JsonConfig::Join(xpath, "eviction_policy"),
+                         absl::StrCat("'", *eviction, "' is not simulated (known: lru)"));
+      }
+      if (auto tiers = ex->find("secondary_tiers"); tiers != ex->end() && !tiers->is_null()) {
+        const std::string tpath = JsonConfig::Join(xpath, "secondary_tiers");
+        if (!tiers->is_array()) return doc.Error(tpath, "must be an array of tier objects");
+        if (tiers->size() > static_cast<size_t>(kMaxSecondaryTiers)) {
+          return doc.Error(tpath, absl::StrCat("at most ", kMaxSecondaryTiers, " tiers"));
+        }
+        for (size_t i = 0; i < tiers->size(); ++i) {
+          const nlohmann::json& t = (*tiers)[i];
+          const std::string epath = absl::StrCat(tpath, "[", i, "]");
+          if (!t.is_object()) return doc.Error(epath, "must be an object {type, capacity, ...}");
+          PREFIXSIM_RETURN_IF_ERROR(
+              RejectUnknownFields(doc, t, epath, EngineFieldsAt("secondary_tier")));
+          SecondaryTierConfig tier;
+          PREFIXSIM_ASSIGN_OR_RETURN(auto type, doc.OptionalString(t, epath, "type"));
+          if (type) tier.type = *type;
+          if (tier.type != "fs" && tier.type != "obj" && tier.type != "p2p") {
+            return doc.Error(
+                JsonConfig::Join(epath, "type"),
+                absl::StrCat("unknown tier type '", tier.type, "' (known: fs, obj, p2p)"));
+          }
+          PREFIXSIM_ASSIGN_OR_RETURN(auto capacity, doc.OptionalByteSize(t, epath, "capacity"));
+          if (!capacity || *capacity <= 0) {
+            return doc.Error(JsonConfig::Join(epath, "capacity"),
+                             "missing or not positive (bytes, or a size such as \"4TiB\")");
+          }
+          tier.capacity_bytes = *capacity;
+          PREFIXSIM_ASSIGN_OR_RETURN(auto read,
+                                     doc.OptionalNumber(t, epath, "read_gbps", 1e-6, 1e6));
+          if (read) tier.read_bytes_per_s = *read * 1e9;
+          PREFIXSIM_ASSIGN_OR_RETURN(auto write,
+                                     doc.OptionalNumber(t, epath, "write_gbps", 1e-6, 1e6));
+          if (write) tier.write_bytes_per_s = *write * 1e9;
+          offload.secondary_tiers.push_back(tier);
+        }
+      }
+    }
+  }
+  if (auto it = root.find("kv_offload_link"); it != root.end() && !it->is_null()) {
+    const std::string path = "kv_offload_link";
+    if (!it->is_object()) return doc.Error(path, "must be an object");
+    PREFIXSIM_RETURN_IF_ERROR(RejectUnknownFields(doc, *it, path, EngineFieldsAt(path)));
+    PREFIXSIM_ASSIGN_OR_RETURN(auto load, doc.OptionalNumber(*it, path, "load_gbps", 1e-6, 1e6));
+    if (load) offload.cpu_load_bytes_per_s = *load * 1e9;
+    PREFIXSIM_ASSIGN_OR_RETURN(auto store, doc.OptionalNumber(*it, path, "store_gbps", 1e-6, 1e6));
+    if (store) offload.cpu_store_bytes_per_s = *store * 1e9;
+    PREFIXSIM_ASSIGN_OR_RETURN(auto sizing, doc.OptionalString(*it, path, "slot_sizing"));
+    if (sizing) {
+      auto parsed = ParseOffloadSlotSizing(*sizing);
+      if (!parsed) {
+        return doc.Error(
+            JsonConfig::Join(path, "slot_sizing"),
+            absl::StrCat("unknown sizing '", *sizing, "' (known: row_per_key, largest_group)"));
+      }
+      offload.slot_sizing = *parsed;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::optional<OffloadSlotSizing> ParseOffloadSlotSizing(std::string_view name) {
+  if (name == "row_per_key") return OffloadSlotSizing::kRowPerKey;
+  if (name == "largest_group") return OffloadSlotSizing::kLargestGroup;
+  return std::nullopt;
+}
+
+std::string_view OffloadSlotSizingName(OffloadSlotSizing sizing) {
+  return sizing == OffloadSlotSizing::kRowPerKey ? "row_per_key" : "largest_group";
+}
 
 const std::vector<ConfigObjectFields>& EngineJsonFields() {
   static const auto* fields = new std::vector<ConfigObjectFields>{
@@ -250,6 +358,9 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
         "decode_context_parallel_size",
         "skip_page_size_padded",
         "speculative",
+        "kv_offloading_size",
+        "kv_transfer_config",
+        "kv_offload_link",
         "cost_model",
         "replicas",
         "router",
@@ -261,6 +372,12 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
         "acceptance"}},
       {"speculative.acceptance", {"model", "rates", "histogram"}},
       {"cost_model", {"kind", "gpu", "table"}},
+      {"kv_transfer_config", {"kv_connector", "kv_role", "kv_connector_extra_config"}},
+      {"kv_transfer_config.kv_connector_extra_config",
+       {"store_threshold", "offload_prompt_only", "eviction_policy", "secondary_tiers"}},
+      // One element of the secondary_tiers array.
+      {"secondary_tier", {"type", "capacity", "read_gbps", "write_gbps"}},
+      {"kv_offload_link", {"load_gbps", "store_gbps", "slot_sizing"}},
       {"router",
        {"name", "overlap_weight", "ttft_slo_ms", "view", "event_delay_ms", "event_loss",
         "max_blocks", "ttl_s"}},
@@ -424,6 +541,7 @@ absl::StatusOr<EngineConfig> ParseEngineJson(std::string_view text, std::string_
     PREFIXSIM_RETURN_IF_ERROR(ParseCostModel(doc, *it, engine.cost_model));
   }
   PREFIXSIM_RETURN_IF_ERROR(ParseFleet(doc, root, engine.fleet));
+  PREFIXSIM_RETURN_IF_ERROR(ParseOffload(doc, root, engine.kv_offload));
   absl::Status valid = ValidateEngineConfig(engine);
   if (!valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(AbslView(source), ": ", valid.message()));
@@ -496,6 +614,26 @@ absl::Status ValidateEngineConfig(const EngineConfig& engine) {
   if (!(fleet.ttft_slo_ms > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "field 'router.ttft_slo_ms': ", fleet.ttft_slo_ms, " is not a positive number"));
+  }
+  const KvOffloadConfig& offload = engine.kv_offload;
+  if (!(offload.kv_offloading_size_gib >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field 'kv_offloading_size': ", offload.kv_offloading_size_gib, " is not a size >= 0"));
+  }
+  if (offload.store_threshold < 0) {
+    return absl::InvalidArgumentError(
+        "field 'kv_transfer_config.kv_connector_extra_config.store_threshold': must be >= 0");
+  }
+  if (!offload.enabled() && !offload.secondary_tiers.empty()) {
+    return absl::InvalidArgumentError(
+        "field 'kv_transfer_config.kv_connector_extra_config.secondary_tiers': secondary tiers "
+        "are staged through the CPU tier, which is off (set kv_offloading_size)");
+  }
+  // vLLM's TieringOffloadingSpec refuses a threshold with secondary tiers.
+  if (offload.store_threshold >= 2 && !offload.secondary_tiers.empty()) {
+    return absl::InvalidArgumentError(
+        "field 'kv_transfer_config.kv_connector_extra_config.store_threshold': vLLM refuses "
+        "store_threshold >= 2 with secondary tiers");
   }
   return absl::OkStatus();
 }

@@ -1,3 +1,4 @@
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "sim/report/report.h"
 
@@ -30,16 +31,35 @@ void WriteMissColumns(const MissAttribution& m, std::ostream& out) {
 
 }  // namespace
 
-void WriteRequestsCsvHeader(bool fleet, std::ostream& out) {
+RequestCsvLayout RequestCsvLayout::For(const EngineConfig& engine) {
+  RequestCsvLayout layout;
+  layout.fleet = engine.fleet.replicas > 1 || engine.fleet.auto_replicas;
+  if (engine.kv_offload.enabled()) {
+    layout.offload_tiers.push_back("CPU");
+    for (const SecondaryTierConfig& t : engine.kv_offload.secondary_tiers) {
+      layout.offload_tiers.push_back(absl::AsciiStrToUpper(t.type));
+    }
+  }
+  return layout;
+}
+
+void WriteRequestsCsvHeader(const RequestCsvLayout& layout, std::ostream& out) {
+  const bool fleet = layout.fleet;
   out << "id,arrival_s,prompt_tokens,output_tokens,hit_tokens,alignment_loss_tokens,"
          "lost_to_alignment_tokens,ttft_ms,e2e_ms,preemptions,readmission_hit_tokens,skipped";
   WriteMissHeader(out);
+  if (!layout.offload_tiers.empty()) {
+    out << ",gpu_hit_tokens";
+    for (const std::string& t : layout.offload_tiers)
+      out << "," << absl::AsciiStrToLower(t) << "_hit_tokens";
+  }
   // A fleet adds the replica that held what was missed as `elsewhere`, the one that served, and
   // the router's regret.
   out << (fleet ? ",elsewhere_replica,replica,routing_regret_tokens\n" : "\n");
 }
 
-void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
+void WriteRequestCsvRow(const RequestRecord& r, const RequestCsvLayout& layout, std::ostream& out) {
+  const bool fleet = layout.fleet;
   const bool served = r.finish_ns >= 0;
   out << absl::StrFormat("%d,%.6f,%d,%d,%d,%d,%d,%s,%s,%d,%d,%s", r.id,
                          static_cast<double>(r.arrival_ns) / 1e9, r.prompt_tokens, r.output_tokens,
@@ -48,6 +68,10 @@ void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
                          served ? Ms(r.finish_ns - r.arrival_ns) : "", r.preemptions,
                          r.readmission_hit_tokens, r.skipped);
   WriteMissColumns(r.miss, out);
+  if (!layout.offload_tiers.empty()) {
+    out << "," << r.gpu_hit_tokens;
+    for (size_t t = 0; t < layout.offload_tiers.size(); ++t) out << "," << r.tier_hit_tokens[t];
+  }
   if (fleet) {
     out << ",";
     if (r.miss.elsewhere_replica >= 0) out << r.miss.elsewhere_replica;
@@ -58,9 +82,11 @@ void WriteRequestCsvRow(const RequestRecord& r, bool fleet, std::ostream& out) {
 
 void WriteRequestsCsv(const ReplayResult& result, std::ostream& out) {
   // A fleet adds the replica that served each request (one replica: no such column).
-  const bool fleet = result.fleet.has_value();
-  WriteRequestsCsvHeader(fleet, out);
-  for (const RequestRecord& r : result.per_request) WriteRequestCsvRow(r, fleet, out);
+  RequestCsvLayout layout;
+  layout.fleet = result.fleet.has_value();
+  for (const OffloadTierStats& t : result.offload.tiers) layout.offload_tiers.push_back(t.medium);
+  WriteRequestsCsvHeader(layout, out);
+  for (const RequestRecord& r : result.per_request) WriteRequestCsvRow(r, layout, out);
 }
 
 }  // namespace prefixsim

@@ -9,6 +9,43 @@
 namespace prefixsim {
 namespace {
 
+// The tiers' hits and traffic, and the same under the names of vLLM's counters.
+nlohmann::ordered_json OffloadJson(const ReplayResult& r) {
+  const OffloadStats& o = r.offload;
+  nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
+  int64_t loaded_bytes = 0, stored_bytes = 0;
+  for (const OffloadTierStats& t : o.tiers) {
+    tiers.push_back({{"medium", t.medium},
+                     {"capacity_bytes", t.capacity_bytes},
+                     {"capacity_blocks", t.capacity_blocks},
+                     {"hit_tokens", t.hit_tokens},
+                     {"loaded_blocks", t.loaded_blocks},
+                     {"loaded_bytes", t.loaded_bytes},
+                     {"stored_blocks", t.stored_blocks},
+                     {"stored_bytes", t.stored_bytes},
+                     {"evicted_blocks", t.evicted_blocks},
+                     {"never_loaded_blocks", t.never_loaded_blocks},
+                     {"store_failures", t.store_failures},
+                     {"peak_used_bytes", t.peak_used_bytes}});
+    loaded_bytes += t.loaded_bytes;
+    if (t.medium == "CPU") stored_bytes += t.stored_bytes;
+  }
+  const int64_t tier_hits = o.tier_hit_tokens();
+  return {{"gpu_hit_tokens", o.gpu_hit_tokens},
+          {"tier_hit_tokens", tier_hits},
+          {"tiers", tiers},
+          {"loads", o.loads},
+          {"mean_load_wait_ms",
+           o.loads > 0 ? static_cast<double>(o.load_wait_ns) / 1e6 / o.loads : 0.0},
+          {"deferred_lookups", o.deferred_lookups},
+          {"stores_skipped", o.stores_skipped},
+          {"vllm_metrics",
+           {{"vllm:external_prefix_cache_hits", tier_hits},
+            {"vllm:kv_offload_load_bytes", loaded_bytes},
+            {"vllm:kv_offload_store_bytes", stored_bytes},
+            {"vllm:kv_offload_stores_skipped", o.stores_skipped}}}};
+}
+
 nlohmann::ordered_json LatencyJson(const LatencySummary& l) {
   return {{"count", l.count},   {"mean_ms", l.mean_ms}, {"p50_ms", l.p50_ms},
           {"p90_ms", l.p90_ms}, {"p99_ms", l.p99_ms},   {"max_ms", l.max_ms}};
@@ -173,6 +210,7 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
                         {"preempted_admissions", MissTotalsJson(r.miss_causes.preempted)},
                         {"forgotten_computed_blocks", r.miss_causes.forgotten_blocks}};
   }
+  if (r.offload.enabled) j["offload"] = OffloadJson(r);
   j["evicted_blocks"] = r.evicted_blocks;
   j["cached_blocks"] = r.cached_blocks;
   j["preemptions"] = r.preemptions;

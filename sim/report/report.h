@@ -37,9 +37,16 @@ std::string OverloadWarning(const ReplayResult& result);
 // WriteRequestsCsv (prefixsim/report.h) writes one row per request: id, arrival, prompt tokens,
 // hit tokens, loss to alignment, TTFT, end-to-end, preemptions (docs/design.md §4.5), plus output
 // tokens and why a request was skipped.
-// The same, a row at a time (streamed as requests finish); `fleet` adds the replica column.
-void WriteRequestsCsvHeader(bool fleet, std::ostream& out);
-void WriteRequestCsvRow(const RequestRecord& record, bool fleet, std::ostream& out);
+// The same, a row at a time (streamed as requests finish). A fleet adds the replica columns;
+// offload tiers (their media, CPU first) add gpu_hit_tokens and one <medium>_hit_tokens each.
+struct RequestCsvLayout {
+  bool fleet = false;
+  std::vector<std::string> offload_tiers;
+  static RequestCsvLayout For(const EngineConfig& engine);
+};
+void WriteRequestsCsvHeader(const RequestCsvLayout& layout, std::ostream& out);
+void WriteRequestCsvRow(const RequestRecord& record, const RequestCsvLayout& layout,
+                        std::ostream& out);
 
 // Comparison of several replays of one trace; deltas are against the first.
 nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results,

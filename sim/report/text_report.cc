@@ -12,6 +12,32 @@ namespace {
 
 double Pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * static_cast<double>(a) / b : 0.0; }
 
+// The hit split by tier (first admissions, as the hit rate counts them) and each tier's traffic.
+std::string OffloadSection(const ReplayResult& r) {
+  const OffloadStats& o = r.offload;
+  const int64_t queries = r.prefix_cache.queries - r.prefix_cache.preempted_queries;
+  std::string s = absl::StrFormat("  by tier: GPU %.2f%%", Pct(o.gpu_hit_tokens, queries));
+  for (const OffloadTierStats& t : o.tiers) {
+    absl::StrAppendFormat(&s, ", %s %.2f%%", t.medium, Pct(t.hit_tokens, queries));
+  }
+  absl::StrAppendFormat(&s, " of first admissions' tokens; %d loads, mean wait %.2f ms\n", o.loads,
+                        o.loads > 0 ? static_cast<double>(o.load_wait_ns) / 1e6 / o.loads : 0.0);
+  for (const OffloadTierStats& t : o.tiers) {
+    absl::StrAppendFormat(
+        &s,
+        "  %s tier: %.1f GiB (%d blocks); stored %d blocks (%.1f GiB), loaded %d, evicted %d, "
+        "never loaded %d, refused stores %d\n",
+        t.medium, static_cast<double>(t.capacity_bytes) / (1LL << 30), t.capacity_blocks,
+        t.stored_blocks, static_cast<double>(t.stored_bytes) / (1LL << 30), t.loaded_blocks,
+        t.evicted_blocks, t.never_loaded_blocks, t.store_failures);
+  }
+  if (o.stores_skipped > 0) {
+    absl::StrAppendFormat(&s, "  stores skipped below store_threshold: %d blocks\n",
+                          o.stores_skipped);
+  }
+  return s;
+}
+
 std::string LatencyRow(const char* name, const LatencySummary& l) {
   return absl::StrFormat("  %-5s %10.1f %10.1f %10.1f %10.1f %10.1f\n", name, l.mean_ms, l.p50_ms,
                          l.p90_ms, l.p99_ms, l.max_ms);
@@ -164,6 +190,7 @@ std::string ReplayReportText(const ReplayResult& r, const ReportOptions& options
                         "%.2f%%)\n",
                         100.0 * pc.hit_rate(), pc.hits, pc.queries, r.recent_window_requests,
                         100.0 * r.recent_hit_rate);
+  if (r.offload.enabled) s += OffloadSection(r);
   if (pc.preempted_requests > 0) {
     absl::StrAppendFormat(&s, "  preempted re-admissions: %d, hit rate %.2f%% (%d of %d)\n",
                           pc.preempted_requests, Pct(pc.preempted_hits, pc.preempted_queries),

@@ -1,6 +1,7 @@
 #include "sim/run/model_engine.h"
 
 #include <limits>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -148,6 +149,30 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
   }
   if (o.disable_eagle_block_drop) {
     engine.speculative.disable_eagle_block_drop = *o.disable_eagle_block_drop;
+  }
+  KvOffloadConfig& offload = engine.kv_offload;
+  if (o.kv_offloading_size) offload.kv_offloading_size_gib = *o.kv_offloading_size;
+  if (o.kv_offload_store_threshold) offload.store_threshold = *o.kv_offload_store_threshold;
+  if (o.kv_offload_prompt_only) offload.offload_prompt_only = *o.kv_offload_prompt_only;
+  if (o.kv_offload_slot_sizing) {
+    const auto sizing = ParseOffloadSlotSizing(*o.kv_offload_slot_sizing);
+    if (!sizing) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("`kv_offload_slot_sizing`: '", *o.kv_offload_slot_sizing,
+                       "' is not a sizing (known: row_per_key, largest_group)"));
+    }
+    offload.slot_sizing = *sizing;
+  }
+  for (auto [value, out, name] :
+       {std::tuple{o.kv_offload_load_gbps, &offload.cpu_load_bytes_per_s, "kv_offload_load_gbps"},
+        std::tuple{o.kv_offload_store_gbps, &offload.cpu_store_bytes_per_s,
+                   "kv_offload_store_gbps"}}) {
+    if (!value) continue;
+    if (!(*value > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("`", name, "`: ", *value, " is not a positive rate (GB/s)"));
+    }
+    *out = *value * 1e9;
   }
   absl::Status valid = ValidateEngineConfig(engine);
   if (!valid.ok()) {

@@ -35,6 +35,14 @@ struct EngineOverrides {
   std::optional<bool> scheduler_reserve_full_isl;
   // An integer number of tokens, or "dense" (vLLM's None).
   std::optional<std::string> prefix_cache_retention_interval;
+  // Offload tiers (KvOffloadConfig): the CPU tier's GiB, store_threshold, offload_prompt_only,
+  // the slot sizing and the GPU <-> CPU link's GB/s each way.
+  std::optional<double> kv_offloading_size;
+  std::optional<int64_t> kv_offload_store_threshold;
+  std::optional<bool> kv_offload_prompt_only;
+  std::optional<std::string> kv_offload_slot_sizing;
+  std::optional<double> kv_offload_load_gbps;
+  std::optional<double> kv_offload_store_gbps;
   bool no_speculative = false;
   // Fleet (replay/compare and grid points; the CLI's AddFleetOptions adds the flags).
   std::optional<std::string> replicas;  // "N" or "auto"

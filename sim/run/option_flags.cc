@@ -47,6 +47,10 @@ const std::vector<std::pair<std::string, std::string>>& OptionFlags() {
       {"router.max_blocks", "--router-max-blocks"},
       {"router_ttl_s", "--router-ttl-s"},
       {"router.ttl_s", "--router-ttl-s"},
+      {"kv_offloading_size", "--kv-offloading-size"},
+      {"kv_offload_slot_sizing", "--kv-offload-slot-sizing"},
+      {"kv_offload_load_gbps", "--kv-offload-load-gbps"},
+      {"kv_offload_store_gbps", "--kv-offload-store-gbps"},
       // ReplayOptions
       {"miss_record_bytes", "--miss-causes-memory-mb"},
       {"max_preemptions_without_finish", "--max-preemptions-without-finish"},

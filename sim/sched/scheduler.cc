@@ -84,13 +84,14 @@ void Scheduler::Preempt(SimRequest* req) {
   kv_->Free(req->kv);
   req->num_computed = 0;
   req->num_drafts = 0;  // spec_token_ids are dropped
+  req->load_miss = MissAttribution{};
   req->num_preemptions += 1;
   counters_.preemptions += 1;
   waiting_.push_front(req);
   waiting_tokens_ += req->num_tokens;
 }
 
-void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
+void Scheduler::Schedule(std::vector<ScheduledSeq>* batch, int64_t now) {
   batch->clear();
   kv_->NewStep();
   int64_t budget = config_.max_num_batched_tokens;
@@ -135,19 +136,49 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     if (!waiting_.empty()) last_stop_ = AdmissionStop::kPreempted;
     return;
   }
-  while (!waiting_.empty() && budget > 0) {
+  // A request waiting for its tier load stays in the queue, skipped, until the load ends
+  // (vLLM moves it aside and back to the front); the requests behind it may be admitted.
+  size_t w = 0;
+  while (w < waiting_.size() && budget > 0) {
     if (static_cast<int64_t>(running_.size()) >= config_.max_num_seqs) {
       last_stop_ = AdmissionStop::kMaxNumSeqs;
       break;
     }
-    SimRequest* req = waiting_.front();
-    PREFIXSIM_CHECK(req->num_computed == 0);
-    // Registered now rather than at arrival, so that a long waiting queue holds no KV state
-    // (lookups and allocations do not depend on when a request was registered).
-    if (!req->kv.valid()) req->kv = kv_->AddRequest(req->request.get());
+    SimRequest* req = waiting_[w];
     PrefixHit hit;
-    if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->kv);
-    req->shared_prefix_boundary = hit.shared_prefix_boundary;
+    bool loaded = false;
+    if (req->load_done_ns >= 0) {
+      if (now < req->load_done_ns) {
+        ++w;
+        continue;
+      }
+      offload_->FinishLoad(req->kv, req->loaded_tokens);
+      req->load_done_ns = -1;
+      req->load_ended = true;
+    }
+    if (req->load_ended) {
+      loaded = true;
+      hit.hit_tokens = req->loaded_tokens;
+    } else {
+      PREFIXSIM_CHECK(req->num_computed == 0);
+      // Registered now rather than at arrival, so that a long waiting queue holds no KV state
+      // (lookups and allocations do not depend on when a request was registered).
+      if (!req->kv.valid()) req->kv = kv_->AddRequest(req->request.get());
+      if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->kv);
+      req->shared_prefix_boundary = hit.shared_prefix_boundary;
+      req->gpu_hit_tokens = hit.hit_tokens;
+      if (offload_ != nullptr && config_.enable_prefix_caching) {
+        const LoadStart load = TryStartLoad(req, hit, now);
+        if (load == LoadStart::kStarted || load == LoadStart::kDeferred) {
+          ++w;
+          continue;
+        }
+        if (load == LoadStart::kNoRoom) {
+          last_stop_ = AdmissionStop::kAllocationFailed;
+          break;
+        }
+      }
+    }
     const int64_t computed = hit.hit_tokens;
     PREFIXSIM_CHECK(computed >= 0 && computed < req->num_tokens);
     int64_t n = req->num_tokens - computed;
@@ -165,21 +196,27 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
       break;
     }
     // vLLM's admission gate (scheduler_reserve_full_isl): blocks for the whole sequence, not just
-    // this chunk, must fit (docs/semantics.md §11).
-    if (config_.reserve_full_isl && !kv_->FullSequenceFits(req->kv)) {
+    // this chunk, must fit (docs/semantics.md §11). A loaded request passed it at its lookup.
+    if (!loaded && config_.reserve_full_isl && !kv_->FullSequenceFits(req->kv)) {
       last_stop_ = AdmissionStop::kAllocationFailed;
       break;
     }
     // The causes are read before AllocateSlots changes the cache, and kept only if it admits.
-    MissAttribution miss;
+    MissAttribution miss = req->load_miss;
     const bool attribute = config_.enable_prefix_caching && kv::MissAttributionEnabled(*kv_);
-    if (attribute) miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
+    if (attribute && !loaded) miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
     // A fresh prefill reserves the lookahead slots too (vLLM since PR #43733).
-    if (!kv_->AllocateSlots(req->kv, 0, n, computed, config_.num_lookahead_tokens)) {
+    const bool allocated =
+        loaded ? kv_->AllocateSlots(req->kv, computed, n, 0, config_.num_lookahead_tokens)
+               : kv_->AllocateSlots(req->kv, 0, n, computed, config_.num_lookahead_tokens);
+    if (!allocated) {
+      // A loaded request keeps its blocks and tries again next step.
       last_stop_ = AdmissionStop::kAllocationFailed;
       break;
     }
-    waiting_.pop_front();
+    req->load_ended = false;
+    if (offload_ != nullptr && !loaded) offload_->ResetStores(req->kv);
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     waiting_tokens_ -= req->num_tokens;
     running_.push_back(req);
     // Statistics only for admitted requests (newest vLLM, docs/semantics.md §11/§12).
@@ -197,6 +234,13 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
         counters_.alignment_loss_tokens += hit.alignment_loss_tokens;
         counters_.lost_to_alignment_tokens += hit.lost_to_alignment_tokens;
         window_.Observe(req->num_tokens, computed);
+        if (offload_ != nullptr) {
+          counters_.gpu_hit_tokens += req->gpu_hit_tokens;
+          for (int t = 0; t < kMaxOffloadTiers; ++t) {
+            if (!loaded) req->tier_hit_tokens[t] = 0;
+            counters_.tier_hit_tokens[t] += req->tier_hit_tokens[t];
+          }
+        }
       }
     }
     if (req->first_hit_tokens < 0) {
@@ -209,6 +253,38 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch) {
     batch->push_back({req, n, computed + n, 0});
     budget -= n;
   }
+}
+
+// vLLM's get_num_new_matched_tokens and the waiting path's allocation for an asynchronous load:
+// the tiers' hit beyond the GPU hit; blocks for both (the admission gate first); the load.
+Scheduler::LoadStart Scheduler::TryStartLoad(SimRequest* req, const PrefixHit& hit, int64_t now) {
+  const kv::OffloadingConnector::Match m =
+      offload_->Lookup(req->kv, req->num_tokens, hit.hit_tokens, now);
+  if (m.defer) return LoadStart::kDeferred;
+  if (m.tokens == 0) return LoadStart::kNone;
+  if (config_.reserve_full_isl && !kv_->FullSequenceFits(req->kv)) return LoadStart::kNoRoom;
+  if (kv::MissAttributionEnabled(*kv_)) {
+    req->load_miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
+  }
+  int64_t done = 0;
+  if (!offload_->StartLoad(req->kv, hit.hit_tokens, m, config_.num_lookahead_tokens, now, &done)) {
+    return LoadStart::kNoRoom;
+  }
+  req->load_done_ns = done;
+  req->load_start_ns = now;
+  // A hit that reaches the end of the sequence leaves its last token to recompute.
+  req->loaded_tokens = std::min(hit.hit_tokens + m.tokens, req->num_tokens - 1);
+  offload_->LastLoadSplit(req->kv, req->tier_hit_tokens);
+  if (req->loaded_tokens < hit.hit_tokens + m.tokens) {
+    // The recomputed token is the tier's loss; charge it to the last tier in the split.
+    for (int t = kMaxOffloadTiers - 1; t >= 0; --t) {
+      if (req->tier_hit_tokens[t] > 0) {
+        req->tier_hit_tokens[t] -= 1;
+        break;
+      }
+    }
+  }
+  return LoadStart::kStarted;
 }
 
 void Scheduler::RemoveFinished() {

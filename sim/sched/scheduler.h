@@ -19,6 +19,7 @@
 #include "prefixsim/kv_plan.h"
 #include "prefixsim/request.h"
 #include "sim/kv/miss_attribution.h"
+#include "sim/kv/offloading_connector.h"
 #include "sim/sched/prefix_stats.h"
 
 namespace prefixsim {
@@ -58,6 +59,16 @@ struct alignas(64) SimRequest {
   int64_t shared_prefix_boundary = 0;
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
+  // An offload tier's hit being loaded (vLLM's WAITING_FOR_REMOTE_KVS): the load ends at
+  // load_done_ns (-1: none), the request then holds loaded_tokens computed tokens, gpu_hit of
+  // them from the GPU pool. tier_hit_tokens: the first admission's split by tier.
+  int64_t load_done_ns = -1;
+  bool load_ended = false;  // loaded, not admitted yet
+  int64_t load_start_ns = 0;
+  int64_t loaded_tokens = 0;
+  int64_t gpu_hit_tokens = 0;
+  int64_t tier_hit_tokens[kMaxOffloadTiers] = {};
+  MissAttribution load_miss;  // the causes read at the load's lookup
   uint64_t id() const { return request->id; }
 };
 static_assert(offsetof(SimRequest, request) == 64, "a step's fields share one cache line");
@@ -118,6 +129,9 @@ struct SchedulerCounters {
   int64_t lost_to_alignment_tokens = 0;  // PrefixHit::lost_to_alignment_tokens, non-preempted
   int64_t preemptions = 0;
   MissCauseStats miss_causes;
+  // With offload tiers, the first admissions' hits by where they came from.
+  int64_t gpu_hit_tokens = 0;
+  int64_t tier_hit_tokens[kMaxOffloadTiers] = {};
 };
 
 // The prefill case of MambaAlignedSplit (scheduler.cc says which stops it makes).
@@ -149,8 +163,11 @@ class Scheduler {
     waiting_tokens_ += req->num_tokens;
   }
 
-  // Builds the next batch into *batch (cleared first).
-  void Schedule(std::vector<ScheduledSeq>* batch);
+  // Offload tiers behind the KV cache (null: none). Not owned.
+  void SetOffloadingConnector(kv::OffloadingConnector* offload) { offload_ = offload; }
+
+  // Builds the next batch, for a step starting at `now`, into *batch (cleared first).
+  void Schedule(std::vector<ScheduledSeq>* batch, int64_t now = 0);
 
   // Drops requests marked finished from the running list, keeping the order of the others.
   void RemoveFinished();
@@ -181,9 +198,13 @@ class Scheduler {
 
  private:
   void Preempt(SimRequest* req);
+  // A waiting request whose lookup found a tier hit: blocks allocated and its load started.
+  enum class LoadStart { kNone, kStarted, kDeferred, kNoRoom };
+  LoadStart TryStartLoad(SimRequest* req, const PrefixHit& hit, int64_t now);
 
   SchedulerConfig config_;
   KvCacheManager* kv_;
+  kv::OffloadingConnector* offload_ = nullptr;
   std::vector<SimRequest*> running_;
   std::deque<SimRequest*> waiting_;
   int64_t waiting_tokens_ = 0;  // sum of num_tokens over waiting_

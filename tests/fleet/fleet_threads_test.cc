@@ -65,8 +65,10 @@ Report ReplayOn(const EngineConfig& engine, int threads) {
   ReportOptions report;
   report.include_wall_time = false;
   std::ostringstream csv;
-  WriteRequestsCsvHeader(/*fleet=*/true, csv);
-  for (const RequestRecord& r : result->per_request) WriteRequestCsvRow(r, /*fleet=*/true, csv);
+  RequestCsvLayout layout;
+  layout.fleet = true;
+  WriteRequestsCsvHeader(layout, csv);
+  for (const RequestRecord& r : result->per_request) WriteRequestCsvRow(r, layout, csv);
   return Report{ReplayResultToJson(*result, report).dump(1), csv.str()};
 }
 

@@ -89,6 +89,19 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   f["router.event_loss"] = std::to_string(e.fleet.view.event_loss);
   f["router.max_blocks"] = std::to_string(e.fleet.view.max_blocks);
   f["router.ttl_s"] = std::to_string(e.fleet.view.ttl_s);
+  const KvOffloadConfig& o = e.kv_offload;
+  f["kv_offload.kv_offloading_size"] = std::to_string(o.kv_offloading_size_gib);
+  f["kv_offload.store_threshold"] = std::to_string(o.store_threshold);
+  f["kv_offload.offload_prompt_only"] = std::to_string(o.offload_prompt_only);
+  f["kv_offload.slot_sizing"] = std::string(OffloadSlotSizingName(o.slot_sizing));
+  f["kv_offload.load_bytes_per_s"] = std::to_string(o.cpu_load_bytes_per_s);
+  f["kv_offload.store_bytes_per_s"] = std::to_string(o.cpu_store_bytes_per_s);
+  std::string tiers;
+  for (const SecondaryTierConfig& t : o.secondary_tiers) {
+    tiers += t.type + "/" + std::to_string(t.capacity_bytes) + "/" +
+             std::to_string(t.read_bytes_per_s) + "/" + std::to_string(t.write_bytes_per_s) + ";";
+  }
+  f["kv_offload.secondary_tiers"] = tiers;
   return f;
 }
 
@@ -234,6 +247,18 @@ TEST(EveryInputTest, EveryOverrideFlagTakesEffectOrIsRefused) {
       {"kv-event-loss", {"--kv-event-loss 0.25", ConfigKey("router.event_loss")}},
       {"router-max-blocks", {"--router-max-blocks 1000", ConfigKey("router.max_blocks")}},
       {"router-ttl-s", {"--router-ttl-s 60", ConfigKey("router.ttl_s")}},
+      {"kv-offloading-size",
+       {"--kv-offloading-size 256", ConfigKey("kv_offload.kv_offloading_size")}},
+      {"kv-offload-store-threshold",
+       {"--kv-offload-store-threshold 2", ConfigKey("kv_offload.store_threshold")}},
+      {"kv-offload-prompt-only",
+       {"--kv-offload-prompt-only false", ConfigKey("kv_offload.offload_prompt_only")}},
+      {"kv-offload-slot-sizing",
+       {"--kv-offload-slot-sizing largest_group", ConfigKey("kv_offload.slot_sizing")}},
+      {"kv-offload-load-gbps",
+       {"--kv-offload-load-gbps 50", ConfigKey("kv_offload.load_bytes_per_s")}},
+      {"kv-offload-store-gbps",
+       {"--kv-offload-store-gbps 50", ConfigKey("kv_offload.store_bytes_per_s")}},
   };
   CLI::App app;
   cli::ModelEngineOptions options;
@@ -291,6 +316,17 @@ struct EngineEntry {
   Effect effect;
   std::string model = "kimi-k3-like";
 };
+
+// A secondary tier whose one object `tier` replaces {"capacity": 1000}.
+EngineEntry SecondaryTierEntry(Json tier) {
+  auto with = [](Json t) {
+    return Json{{"kv_offloading_size", 1},
+                {"kv_transfer_config",
+                 {{"kv_connector_extra_config", {{"secondary_tiers", Json::array({t})}}}}}};
+  };
+  return {with({{"capacity", 1000}}), with(std::move(tier)),
+          ConfigKey("kv_offload.secondary_tiers")};
+}
 
 TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
   const Json none = Json::object();
@@ -399,6 +435,59 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
       {"router.max_blocks",
        {none, {{"router", {{"max_blocks", 1000}}}}, ConfigKey("router.max_blocks")}},
       {"router.ttl_s", {none, {{"router", {{"ttl_s", 60.0}}}}, ConfigKey("router.ttl_s")}},
+      {"kv_offloading_size",
+       {none, {{"kv_offloading_size", 256}}, ConfigKey("kv_offload.kv_offloading_size")}},
+      {"kv_transfer_config",
+       {none,
+        {{"kv_transfer_config", {{"kv_connector_extra_config", {{"store_threshold", 2}}}}}},
+        ConfigKey("kv_offload.store_threshold")}},
+      {"kv_transfer_config.kv_connector",
+       {none,
+        {{"kv_transfer_config", {{"kv_connector", "LMCacheConnectorV1"}}}},
+        Rejected("is not simulated")}},
+      {"kv_transfer_config.kv_role",
+       {none, {{"kv_transfer_config", {{"kv_role", "kv_producer"}}}}, Rejected("kv_both")}},
+      {"kv_transfer_config.kv_connector_extra_config",
+       {none,
+        {{"kv_transfer_config", {{"kv_connector_extra_config", {{"store_threshold", 3}}}}}},
+        ConfigKey("kv_offload.store_threshold")}},
+      {"kv_transfer_config.kv_connector_extra_config.store_threshold",
+       {none,
+        {{"kv_transfer_config", {{"kv_connector_extra_config", {{"store_threshold", 2}}}}}},
+        ConfigKey("kv_offload.store_threshold")}},
+      {"kv_transfer_config.kv_connector_extra_config.offload_prompt_only",
+       {none,
+        {{"kv_transfer_config", {{"kv_connector_extra_config", {{"offload_prompt_only", false}}}}}},
+        ConfigKey("kv_offload.offload_prompt_only")}},
+      {"kv_transfer_config.kv_connector_extra_config.eviction_policy",
+       {none,
+        {{"kv_transfer_config", {{"kv_connector_extra_config", {{"eviction_policy", "arc"}}}}}},
+        Rejected("is not simulated")}},
+      {"kv_transfer_config.kv_connector_extra_config.secondary_tiers",
+       {{{"kv_offloading_size", 1}},
+        {{"kv_transfer_config",
+          {{"kv_connector_extra_config", {{"secondary_tiers", {{{"capacity", 1000}}}}}}}}},
+        ConfigKey("kv_offload.secondary_tiers")}},
+      {"secondary_tier.type", SecondaryTierEntry({{"capacity", 1000}, {"type", "obj"}})},
+      {"secondary_tier.capacity", SecondaryTierEntry({{"capacity", 2000}})},
+      {"secondary_tier.read_gbps", SecondaryTierEntry({{"capacity", 1000}, {"read_gbps", 1}})},
+      {"secondary_tier.write_gbps", SecondaryTierEntry({{"capacity", 1000}, {"write_gbps", 1}})},
+      {"kv_offload_link",
+       {none,
+        {{"kv_offload_link", {{"load_gbps", 50}}}},
+        ConfigKey("kv_offload.load_bytes_per_s")}},
+      {"kv_offload_link.load_gbps",
+       {none,
+        {{"kv_offload_link", {{"load_gbps", 50}}}},
+        ConfigKey("kv_offload.load_bytes_per_s")}},
+      {"kv_offload_link.store_gbps",
+       {none,
+        {{"kv_offload_link", {{"store_gbps", 50}}}},
+        ConfigKey("kv_offload.store_bytes_per_s")}},
+      {"kv_offload_link.slot_sizing",
+       {none,
+        {{"kv_offload_link", {{"slot_sizing", "largest_group"}}}},
+        ConfigKey("kv_offload.slot_sizing")}},
   };
   const Json preset = Preset("engines", "kimi-k3-dspark");
   int walked = 0;

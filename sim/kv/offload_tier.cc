@@ -1,0 +1,173 @@
+#include "sim/kv/offload_tier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "sim/util/status_macros.h"
+
+namespace prefixsim::kv {
+
+int64_t TransferLink::Transfer(int64_t bytes, int64_t ready_ns) {
+  const int64_t start = std::max(ready_ns, free_at_ns_);
+  const int64_t duration =
+      bytes <= 0 ? 0 : static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * 1e9 / bytes_per_s_));
+  free_at_ns_ = start + duration;
+  return free_at_ns_;
+}
+
+OffloadTier::OffloadTier(std::string medium, int64_t capacity_bytes, double read_bytes_per_s,
+                         double write_bytes_per_s)
+    : medium_(std::move(medium)),
+      capacity_bytes_(capacity_bytes),
+      read_link_(read_bytes_per_s),
+      write_link_(write_bytes_per_s) {
+  PREFIXSIM_CHECK(capacity_bytes_ >= 0);
+}
+
+OffloadTier::Presence OffloadTier::Find(uint64_t key, int64_t now) const {
+  auto it = index_.find(key);
+  if (it == index_.end()) return Presence::kAbsent;
+  return entries_[it->second].ready_ns <= now ? Presence::kReady : Presence::kPending;
+}
+
+bool OffloadTier::Pinned(uint64_t key) const {
+  auto it = index_.find(key);
+  return it != index_.end() && entries_[it->second].pins > 0;
+}
+
+void OffloadTier::Unlink(uint32_t e) {
+  Entry& x = entries_[e];
+  if (x.prev != kNil) entries_[x.prev].next = x.next;
+  if (x.next != kNil) entries_[x.next].prev = x.prev;
+  if (oldest_ == e) oldest_ = x.next;
+  if (newest_ == e) newest_ = x.prev;
+  x.prev = x.next = kNil;
+}
+
+void OffloadTier::LinkNewest(uint32_t e) {
+  Entry& x = entries_[e];
+  x.prev = newest_;
+  x.next = kNil;
+  if (newest_ != kNil) entries_[newest_].next = e;
+  newest_ = e;
+  if (oldest_ == kNil) oldest_ = e;
+}
+
+void OffloadTier::Touch(absl::Span<const uint64_t> keys) {
+  for (size_t i = keys.size(); i-- > 0;) {
+    auto it = index_.find(keys[i]);
+    if (it == index_.end()) continue;
+    Unlink(it->second);
+    LinkNewest(it->second);
+  }
+}
+
+void OffloadTier::Evict(uint32_t e) {
+  Entry& x = entries_[e];
+  Unlink(e);
+  used_bytes_ -= x.bytes;
+  counters_.evicted_blocks += 1;
+  if (!x.loaded) counters_.evicted_never_loaded += 1;
+  index_.erase(x.key);
+  free_entries_.push_back(e);
+}
+
+bool OffloadTier::Store(absl::Span<const uint64_t> keys, absl::Span<const int64_t> bytes,
+                        int64_t ready_ns) {
+  PREFIXSIM_CHECK(keys.size() == bytes.size());
+  int64_t needed = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!index_.contains(keys[i])) needed += bytes[i];
+  }
+  if (needed == 0) return true;
+  if (used_bytes_ + needed > capacity_bytes_) {
+    // The victims, least recent first, skipping pinned keys and the keys being stored (vLLM
+    // protects a store's own keys); nothing is evicted unless enough room can be made.
+    std::vector<uint32_t> victims;
+    int64_t freed = 0;
+    for (uint32_t e = oldest_; e != kNil && used_bytes_ - freed + needed > capacity_bytes_;
+         e = entries_[e].next) {
+      const Entry& x = entries_[e];
+      if (x.pins > 0 || std::find(keys.begin(), keys.end(), x.key) != keys.end()) continue;
+      victims.push_back(e);
+      freed += x.bytes;
+    }
+    if (used_bytes_ - freed + needed > capacity_bytes_) {
+      counters_.store_failures += 1;
+      return false;
+    }
+    for (uint32_t e : victims) Evict(e);
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (index_.contains(keys[i])) continue;
+    uint32_t e;
+    if (!free_entries_.empty()) {
+      e = free_entries_.back();
+      free_entries_.pop_back();
+    } else {
+      e = static_cast<uint32_t>(entries_.size());
+      entries_.emplace_back();
+    }
+    entries_[e] = Entry{keys[i], bytes[i], ready_ns, 0, false, kNil, kNil};
+    index_.emplace(keys[i], e);
+    LinkNewest(e);
+    used_bytes_ += bytes[i];
+    counters_.stored_blocks += 1;
+  }
+  counters_.peak_used_bytes = std::max(counters_.peak_used_bytes, used_bytes_);
+  return true;
+}
+
+void OffloadTier::Pin(uint64_t key) {
+  auto it = index_.find(key);
+  PREFIXSIM_CHECK(it != index_.end());
+  Entry& x = entries_[it->second];
+  x.pins += 1;
+  x.loaded = true;
+  counters_.loaded_blocks += 1;
+}
+
+void OffloadTier::Unpin(uint64_t key) {
+  auto it = index_.find(key);
+  PREFIXSIM_CHECK(it != index_.end() && entries_[it->second].pins > 0);
+  entries_[it->second].pins -= 1;
+}
+
+int64_t OffloadTier::HeldNeverLoaded() const {
+  int64_t n = 0;
+  for (const auto& [key, e] : index_) n += entries_[e].loaded ? 0 : 1;
+  return n;
+}
+
+void LookupTracker::Count(uint64_t key) {
+  auto& [count, last] = counts_[key];
+  count += 1;
+  last = ++clock_;
+  order_.push_back({key, last});
+  // Forget the least recently counted keys beyond the bound; stale queue entries (a key counted
+  // again since) are skipped, so each entry is popped once.
+  while (static_cast<int64_t>(counts_.size()) > max_keys_) {
+    const auto [old_key, stamp] = order_.front();
+    order_.pop_front();
+    auto it = counts_.find(old_key);
+    if (it != counts_.end() && it->second.second == stamp) counts_.erase(it);
+  }
+  // Keys counted again leave stale entries behind: rebuild the queue when they outnumber the
+  // live ones, so that it stays within twice the bound.
+  if (static_cast<int64_t>(order_.size()) > 2 * max_keys_ + 1024) {
+    std::vector<std::pair<int64_t, uint64_t>> live;
+    live.reserve(counts_.size());
+    for (const auto& [k, v] : counts_) live.push_back({v.second, k});
+    std::sort(live.begin(), live.end());
+    order_.clear();
+    for (const auto& [stamp, k] : live) order_.push_back({k, stamp});
+  }
+}
+
+int64_t LookupTracker::Lookups(uint64_t key) const {
+  auto it = counts_.find(key);
+  return it == counts_.end() ? 0 : it->second.first;
+}
+
+}  // namespace prefixsim::kv

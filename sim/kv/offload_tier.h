@@ -1,0 +1,121 @@
+// One tier of offloaded KV blocks behind the GPU pool (docs/semantics.md §16): a CPU buffer or a
+// storage tier, holding blocks by key, evicting least recently used first, and the link that
+// moves bytes in and out of it. vLLM keeps the same parts in v1/kv_offload/ (the CPU manager,
+// its LRU policy) and in the worker's transfer handlers.
+#ifndef PREFIXSIM_SIM_KV_OFFLOAD_TIER_H_
+#define PREFIXSIM_SIM_KV_OFFLOAD_TIER_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+
+namespace prefixsim::kv {
+
+// A link that carries one transfer at a time at a fixed rate. Concurrent transfers queue, so the
+// last of them ends when a fair share of the same bandwidth would end it too.
+class TransferLink {
+ public:
+  explicit TransferLink(double bytes_per_s) : bytes_per_s_(bytes_per_s) {}
+  // A transfer of `bytes` that may start at `ready_ns`: when it ends.
+  int64_t Transfer(int64_t bytes, int64_t ready_ns);
+
+ private:
+  double bytes_per_s_;
+  int64_t free_at_ns_ = 0;
+};
+
+// The keys of one tier, least recently used first. A key (a block hash and its group,
+// OffloadKey) is usable once its write has landed (ready_ns), cannot be evicted while a load
+// reads it (pinned), and costs `bytes` of the tier's capacity.
+class OffloadTier {
+ public:
+  struct Counters {
+    int64_t stored_blocks = 0;
+    int64_t loaded_blocks = 0;
+    int64_t evicted_blocks = 0;
+    int64_t evicted_never_loaded = 0;  // writes that never paid off, evicted
+    int64_t store_failures = 0;        // stores refused: no room that could be made
+    int64_t peak_used_bytes = 0;
+  };
+
+  OffloadTier(std::string medium, int64_t capacity_bytes, double read_bytes_per_s,
+              double write_bytes_per_s);
+
+  const std::string& medium() const { return medium_; }
+  int64_t capacity_bytes() const { return capacity_bytes_; }
+  int64_t used_bytes() const { return used_bytes_; }
+  int64_t size() const { return static_cast<int64_t>(index_.size()); }
+
+  enum class Presence { kAbsent, kPending, kReady };
+  Presence Find(uint64_t key, int64_t now) const;
+  bool Contains(uint64_t key) const { return index_.contains(key); }
+  // Whether a load now reads the key.
+  bool Pinned(uint64_t key) const;
+
+  // Moves the present keys to the most recent end, the last one first, so that the first key
+  // (a request's first block) ends most recent and a prefix's tail is evicted before its head.
+  void Touch(absl::Span<const uint64_t> keys);
+
+  // Stores the keys not present, each of `bytes[i]`, whose writes land at `ready_ns`: all of them
+  // or none. Makes room by evicting unpinned keys that are not among `keys`, least recent first;
+  // if that cannot make enough, stores nothing, counts a failure and returns false.
+  bool Store(absl::Span<const uint64_t> keys, absl::Span<const int64_t> bytes, int64_t ready_ns);
+
+  // A load reads the key: pinned until Unpin, and counted.
+  void Pin(uint64_t key);
+  void Unpin(uint64_t key);
+
+  TransferLink& read_link() { return read_link_; }
+  TransferLink& write_link() { return write_link_; }
+  const Counters& counters() const { return counters_; }
+  // Stored keys still held that no load ever read.
+  int64_t HeldNeverLoaded() const;
+
+ private:
+  struct Entry {
+    uint64_t key = 0;
+    int64_t bytes = 0;
+    int64_t ready_ns = 0;
+    int32_t pins = 0;
+    bool loaded = false;
+    uint32_t prev = kNil, next = kNil;  // towards older / newer
+  };
+  static constexpr uint32_t kNil = UINT32_MAX;
+
+  void Unlink(uint32_t e);
+  void LinkNewest(uint32_t e);
+  void Evict(uint32_t e);
+
+  std::string medium_;
+  int64_t capacity_bytes_;
+  int64_t used_bytes_ = 0;
+  absl::flat_hash_map<uint64_t, uint32_t> index_;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> free_entries_;
+  uint32_t oldest_ = kNil, newest_ = kNil;
+  TransferLink read_link_, write_link_;
+  Counters counters_;
+};
+
+// The bounded lookup counter behind vLLM's store_threshold: how often each key was looked up,
+// forgetting the least recently counted key beyond `max_keys` (vLLM's max_tracker_size).
+class LookupTracker {
+ public:
+  explicit LookupTracker(int64_t max_keys) : max_keys_(max_keys) {}
+  void Count(uint64_t key);
+  int64_t Lookups(uint64_t key) const;
+
+ private:
+  int64_t max_keys_;
+  int64_t clock_ = 0;
+  absl::flat_hash_map<uint64_t, std::pair<int64_t, int64_t>> counts_;  // key -> (count, last)
+  std::deque<std::pair<uint64_t, int64_t>> order_;  // (key, stamp) in counting order
+};
+
+}  // namespace prefixsim::kv
+
+#endif  // PREFIXSIM_SIM_KV_OFFLOAD_TIER_H_

@@ -1,0 +1,362 @@
+#include "sim/kv/offloading_connector.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "sim/kv/kv_cache_state.h"
+#include "sim/util/status_macros.h"
+
+namespace prefixsim::kv {
+namespace {
+
+int64_t CeilDivide(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+OffloadingConnector::OffloadingConnector(const KvPlan& plan, const EngineConfig& engine,
+                                         KvCacheManager* kv)
+    : config_(engine.kv_offload),
+      kv_(kv),
+      state_(kv->impl()),
+      hash_block_size_(plan.hash_block_size) {
+  PREFIXSIM_CHECK(config_.enabled() && hash_block_size_ > 0);
+  const int64_t ranks = std::max(1, engine.tensor_parallel_size);
+  int64_t row = 0, largest = 0;
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const KvGroup& group = plan.groups[g];
+    const int64_t rank_bytes = (group.num_layers + group.num_padding_layers) * group.page_bytes;
+    row += rank_bytes * ranks;
+    largest = std::max(largest, rank_bytes * ranks);
+    // Only groups the GPU can serve a prefix hit from are offloaded (vLLM's offloading groups).
+    if (!group.prefix_cacheable || group.block_size % hash_block_size_ != 0) continue;
+    GroupRule r;
+    r.group = static_cast<int>(g);
+    r.block = group.block_size;
+    r.ratio = group.block_size / hash_block_size_;
+    r.eagle = group.is_eagle_group;
+    r.bytes = rank_bytes * ranks;
+    r.rank_bytes = rank_bytes;
+    // vLLM's get_sliding_window_size_in_chunks: a window in blocks; a mamba state is a window
+    // of one block; full attention (and MLA) has none.
+    if (group.kind == LayerKind::kSlidingWindow) {
+      r.window = CeilDivide(group.sliding_window, group.block_size);
+      has_window_group_ = true;
+    } else if (group.kind == LayerKind::kMamba) {
+      r.window = 1;
+      has_window_group_ = true;
+    }
+    rules_.push_back(r);
+  }
+  // Full attention first, then the windows, largest first (vLLM's lookup order).
+  std::stable_sort(rules_.begin(), rules_.end(), [](const GroupRule& a, const GroupRule& b) {
+    const int64_t wa = a.window == 0 ? INT64_MAX : a.window;
+    const int64_t wb = b.window == 0 ? INT64_MAX : b.window;
+    return wa > wb;
+  });
+  slot_bytes_ = config_.slot_sizing == OffloadSlotSizing::kRowPerKey ? row : largest;
+  const auto cpu_bytes = static_cast<int64_t>(config_.kv_offloading_size_gib * (1LL << 30));
+  tiers_.push_back(std::make_unique<OffloadTier>("CPU", cpu_bytes, config_.cpu_load_bytes_per_s,
+                                                 config_.cpu_store_bytes_per_s));
+  for (const SecondaryTierConfig& t : config_.secondary_tiers) {
+    tiers_.push_back(std::make_unique<OffloadTier>(absl::AsciiStrToUpper(t.type),
+                                                   t.capacity_bytes, t.read_bytes_per_s,
+                                                   t.write_bytes_per_s));
+  }
+  if (config_.store_threshold >= 2) tracker_ = std::make_unique<LookupTracker>(64000);
+  stats_.enabled = true;
+  stats_.tiers.resize(tiers_.size());
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    OffloadTierStats& s = stats_.tiers[t];
+    s.medium = tiers_[t]->medium();
+    s.capacity_bytes = tiers_[t]->capacity_bytes();
+    s.capacity_blocks = t == 0 ? (slot_bytes_ > 0 ? s.capacity_bytes / slot_bytes_ : 0)
+                               : (largest > 0 ? s.capacity_bytes / largest : 0);
+  }
+}
+
+OffloadingConnector::RequestOffload& OffloadingConnector::State(KvRequestHandle h) {
+  if (requests_.size() <= h.slot) requests_.resize(h.slot + 1);
+  RequestOffload& st = requests_[h.slot];
+  if (st.next_store.size() != rules_.size()) st.next_store.assign(rules_.size(), 0);
+  return st;
+}
+
+int OffloadingConnector::TierOf(uint64_t key, int64_t now, bool* pending) const {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    const OffloadTier::Presence p = tiers_[t]->Find(key, now);
+    if (p == OffloadTier::Presence::kReady) return static_cast<int>(t);
+    if (p == OffloadTier::Presence::kPending && pending != nullptr) *pending = true;
+  }
+  return -1;
+}
+
+// One group's hit, at most max_hit (vLLM's _maximal_prefix_lookup and _sliding_window_lookup):
+// full attention takes the blocks from the GPU hit's block on up to the first miss; a window
+// takes the end of the last run of `window` blocks, or a shorter run that reaches back to the
+// GPU hit (the GPU holds the rest of that window). An EAGLE group asks for one block more and
+// drops it.
+int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<HashPair>& hashes,
+                                      int64_t gpu_hit, int64_t max_hit, int64_t now,
+                                      bool* defer) {
+  const int64_t num_keys = static_cast<int64_t>(hashes.size()) / r.ratio;
+  const int64_t start = gpu_hit / r.block;
+  const int64_t end = max_hit / r.block;
+  const int64_t top = r.eagle ? std::min(end + 1, num_keys) : std::min(end, num_keys);
+  const int64_t drop = r.eagle ? 1 : 0;
+  auto key_of = [&](int64_t c) { return OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group); };
+  if (r.window == 0) {
+    int64_t c = start;
+    for (; c < top; ++c) {
+      const uint64_t key = key_of(c);
+      if (tracker_) tracker_->Count(key);
+      bool pending = false;
+      if (TierOf(key, now, &pending) < 0) {
+        if (pending) *defer = true;  // vLLM's HIT_PENDING: ask again when the write lands
+        break;
+      }
+    }
+    return std::min(std::max(start, c - drop), end) * r.block;
+  }
+  const int64_t need = r.window + drop;
+  int64_t run = 0;
+  for (int64_t c = top - 1; c >= start; --c) {
+    const uint64_t key = key_of(c);
+    if (tracker_) tracker_->Count(key);
+    if (TierOf(key, now, nullptr) < 0) {
+      run = 0;
+      continue;
+    }
+    if (++run == need) return std::min(c + need - drop, end) * r.block;
+  }
+  return std::min(std::max(start, start + run - drop), end) * r.block;
+}
+
+OffloadingConnector::Match OffloadingConnector::Lookup(KvRequestHandle h, int64_t num_tokens,
+                                                       int64_t gpu_hit, int64_t now) {
+  State(h);
+  Match m;
+  // The last prompt token is recomputed when any group keeps a window or a state; a pure
+  // full-attention hit may reach the end (the scheduler then recomputes one token).
+  int64_t max_hit = num_tokens - (has_window_group_ ? 1 : 0);
+  for (const GroupRule& r : rules_) max_hit = std::min(max_hit, num_tokens / r.block * r.block);
+  if (max_hit <= gpu_hit || rules_.empty()) return m;
+  const std::vector<HashPair>& hashes = state_->HashesOf(h, num_tokens);
+  bool defer = false;
+  // Each group lowers the hit in turn, until none does (the groups' blocks differ in size).
+  for (bool changed = true; changed && max_hit > gpu_hit;) {
+    changed = false;
+    for (const GroupRule& r : rules_) {
+      const int64_t hit = GroupHit(r, hashes, gpu_hit, max_hit, now, &defer);
+      if (defer) {
+        stats_.deferred_lookups += 1;
+        return Match{0, true};
+      }
+      if (hit < max_hit) {
+        max_hit = hit;
+        changed = true;
+      }
+      if (max_hit <= gpu_hit) break;
+    }
+  }
+  // LRU: every full-attention key of the request, and a window group's keys around the hit's end
+  // (vLLM's _touch), in every tier.
+  const int64_t end = std::max(max_hit, gpu_hit);
+  keys_.clear();
+  for (const GroupRule& r : rules_) {
+    const int64_t num_keys = static_cast<int64_t>(hashes.size()) / r.ratio;
+    const int64_t from = r.window == 0 ? 0 : std::max<int64_t>(0, end / r.block - r.window);
+    for (int64_t c = from; c < num_keys; ++c) {
+      keys_.push_back(OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group));
+    }
+  }
+  for (auto& tier : tiers_) tier->Touch(keys_);
+  if (max_hit <= gpu_hit) return m;
+  // A block another request is loading: wait for it (vLLM's _chunks_being_loaded).
+  for (const GroupRule& r : rules_) {
+    const int64_t last = max_hit / r.block;
+    const int64_t first = r.window == 0 ? gpu_hit / r.block
+                                        : std::max(gpu_hit / r.block, last - r.window);
+    for (int64_t c = first; c < last; ++c) {
+      const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
+      for (auto& tier : tiers_) {
+        if (tier->Pinned(key)) {
+          stats_.deferred_lookups += 1;
+          return Match{0, true};
+        }
+      }
+    }
+  }
+  m.tokens = max_hit - gpu_hit;
+  return m;
+}
+
+bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Match& match,
+                                    int64_t num_lookahead_tokens, int64_t now, int64_t* done_ns) {
+  PREFIXSIM_CHECK(match.tokens > 0 && !match.defer);
+  if (!state_->AllocateSlotsForLoad(h, gpu_hit, match.tokens, num_lookahead_tokens)) return false;
+  RequestOffload& st = State(h);
+  const int64_t end = gpu_hit + match.tokens;
+  const std::vector<HashPair>& hashes = state_->HashesOf(h, end);
+  // Which tier serves each H-chunk of the loaded range: the deepest one any of its keys comes
+  // from (a chunk is restored only when every group's block covering it is).
+  const int64_t first_unit = gpu_hit / hash_block_size_;
+  std::vector<int8_t> unit_tier(static_cast<size_t>(end / hash_block_size_ - first_unit), 0);
+  std::vector<int64_t> rank_bytes(tiers_.size(), 0);
+  std::vector<uint64_t> promote;
+  std::vector<int64_t> promote_bytes;
+  int64_t promoted_rank_bytes = 0;
+  for (const GroupRule& r : rules_) {
+    const int64_t last = end / r.block;
+    const int64_t first = r.window == 0 ? gpu_hit / r.block
+                                        : std::max(gpu_hit / r.block, last - r.window);
+    for (int64_t c = first; c < last; ++c) {
+      const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
+      const int t = TierOf(key, now, nullptr);
+      PREFIXSIM_CHECK_MSG(t >= 0, ("offload: a block of the hit left its tier before the load"));
+      tiers_[t]->Pin(key);
+      st.pinned.push_back({t, key});
+      stats_.tiers[t].loaded_blocks += 1;
+      stats_.tiers[t].loaded_bytes += r.bytes;
+      rank_bytes[t] += r.rank_bytes;
+      if (t > 0) {  // staged through the CPU tier, which keeps a copy
+        promote.push_back(key);
+        promote_bytes.push_back(slot_bytes_);
+        promoted_rank_bytes += r.rank_bytes;
+      }
+      const int64_t u0 = std::max(c * r.block, gpu_hit) / hash_block_size_ - first_unit;
+      const int64_t u1 = (c + 1) * r.block / hash_block_size_ - first_unit;
+      for (int64_t u = u0; u < u1; ++u) unit_tier[u] = std::max<int8_t>(unit_tier[u], t);
+    }
+  }
+  std::fill(std::begin(st.split), std::end(st.split), 0);
+  for (int8_t t : unit_tier) st.split[t] += hash_block_size_;
+  // The secondary tiers read into CPU memory first; the GPU link then carries everything.
+  int64_t staged = now;
+  for (size_t t = 1; t < tiers_.size(); ++t) {
+    if (rank_bytes[t] > 0) staged = std::max(staged, tiers_[t]->read_link().Transfer(rank_bytes[t], now));
+  }
+  int64_t done = tiers_[0]->read_link().Transfer(rank_bytes[0], now);
+  if (promoted_rank_bytes > 0) {
+    done = std::max(done, tiers_[0]->read_link().Transfer(promoted_rank_bytes, staged));
+    tiers_[0]->Store(promote, promote_bytes, staged);
+  }
+  // The request is admitted by a later step at the earliest (WAITING_FOR_REMOTE_KVS).
+  done = std::max(done, now + 1);
+  st.load_done_ns = done;
+  loads_in_flight_ += 1;
+  stats_.loads += 1;
+  stats_.load_wait_ns += done - now;
+  // Storing resumes past the loaded hit (vLLM's next_stored_chunk_idx after a load).
+  for (size_t i = 0; i < rules_.size(); ++i) st.next_store[i] = CeilDivide(end, rules_[i].block);
+  *done_ns = done;
+  return true;
+}
+
+void OffloadingConnector::FinishLoad(KvRequestHandle h, int64_t num_computed_tokens) {
+  RequestOffload& st = State(h);
+  PREFIXSIM_CHECK(st.load_done_ns >= 0);
+  for (const auto& [t, key] : st.pinned) tiers_[t]->Unpin(key);
+  st.pinned.clear();
+  st.load_done_ns = -1;
+  loads_in_flight_ -= 1;
+  state_->CacheLoadedBlocks(h, num_computed_tokens);
+}
+
+void OffloadingConnector::ResetStores(KvRequestHandle h) {
+  RequestOffload& st = State(h);
+  std::fill(st.next_store.begin(), st.next_store.end(), 0);
+}
+
+int64_t OffloadingConnector::LoadDoneNs(KvRequestHandle h) const {
+  return h.slot < requests_.size() ? requests_[h.slot].load_done_ns : -1;
+}
+
+void OffloadingConnector::LastLoadSplit(KvRequestHandle h, int64_t* out) const {
+  PREFIXSIM_CHECK(h.slot < requests_.size());
+  std::copy(std::begin(requests_[h.slot].split), std::end(requests_[h.slot].split), out);
+}
+
+// vLLM stores only blocks the GPU still holds: a block that left a window, or a mamba state the
+// request no longer keeps, is the null block in its table and is skipped.
+bool OffloadingConnector::HeldOnGpu(KvRequestHandle h, int group, int64_t block) const {
+  const GroupBlocks& gb = state_->request_state(h).groups[group];
+  const int64_t usable = static_cast<int64_t>(gb.blocks.size()) - gb.num_speculative;
+  return block >= gb.num_released && block < usable && gb.blocks[block] != kNullBlock;
+}
+
+void OffloadingConnector::StoreAfterStep(KvRequestHandle h, int64_t computed_end,
+                                         int64_t prompt_tokens, int64_t step_end_ns) {
+  RequestOffload& st = State(h);
+  const int64_t offloadable =
+      config_.offload_prompt_only ? std::min(computed_end, prompt_tokens) : computed_end;
+  bool any = false;
+  for (size_t i = 0; i < rules_.size(); ++i) any = any || offloadable / rules_[i].block > st.next_store[i];
+  if (!any) return;
+  const std::vector<HashPair>& hashes = state_->HashesOf(h, offloadable);
+  keys_.clear();
+  bytes_.clear();
+  int64_t rank_bytes = 0;
+  std::vector<int64_t> real_bytes, key_rank_bytes;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    const GroupRule& r = rules_[i];
+    for (int64_t c = st.next_store[i]; c < offloadable / r.block; ++c) {
+      if (!HeldOnGpu(h, r.group, c)) continue;
+      const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
+      if (tiers_[0]->Contains(key)) continue;
+      if (tracker_ && tracker_->Lookups(key) < config_.store_threshold) {
+        stats_.stores_skipped += 1;
+        continue;
+      }
+      keys_.push_back(key);
+      bytes_.push_back(slot_bytes_);
+      real_bytes.push_back(r.bytes);
+      key_rank_bytes.push_back(r.rank_bytes);
+      rank_bytes += r.rank_bytes;
+    }
+  }
+  if (!keys_.empty()) {
+    const int64_t ready = tiers_[0]->write_link().Transfer(rank_bytes, step_end_ns);
+    // All or nothing; refused, the same blocks are offered again after the next step.
+    if (!tiers_[0]->Store(keys_, bytes_, ready)) return;
+    OffloadTierStats& cpu = stats_.tiers[0];
+    cpu.stored_blocks += static_cast<int64_t>(keys_.size());
+    for (int64_t b : real_bytes) cpu.stored_bytes += b;
+    // The secondary tiers are written through from CPU memory, each at its own rate.
+    for (size_t t = 1; t < tiers_.size(); ++t) {
+      std::vector<uint64_t> keys;
+      std::vector<int64_t> bytes;
+      int64_t tier_rank_bytes = 0, tier_bytes = 0;
+      for (size_t k = 0; k < keys_.size(); ++k) {
+        if (tiers_[t]->Contains(keys_[k])) continue;
+        keys.push_back(keys_[k]);
+        bytes.push_back(real_bytes[k]);
+        tier_bytes += real_bytes[k];
+        tier_rank_bytes += key_rank_bytes[k];
+      }
+      if (keys.empty()) continue;
+      const int64_t landed = tiers_[t]->write_link().Transfer(tier_rank_bytes, ready);
+      if (!tiers_[t]->Store(keys, bytes, landed)) continue;
+      stats_.tiers[t].stored_blocks += static_cast<int64_t>(keys.size());
+      stats_.tiers[t].stored_bytes += tier_bytes;
+    }
+  }
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    st.next_store[i] = std::max(st.next_store[i], offloadable / rules_[i].block);
+  }
+}
+
+OffloadStats OffloadingConnector::Stats() const {
+  OffloadStats s = stats_;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    const OffloadTier::Counters& c = tiers_[t]->counters();
+    OffloadTierStats& ts = s.tiers[t];
+    ts.evicted_blocks = c.evicted_blocks;
+    ts.never_loaded_blocks = c.evicted_never_loaded + tiers_[t]->HeldNeverLoaded();
+    ts.store_failures = c.store_failures;
+    ts.peak_used_bytes = c.peak_used_bytes;
+  }
+  return s;
+}
+
+}  // namespace prefixsim::kv
