@@ -92,6 +92,9 @@ struct SecondaryTierConfig {
   // no such knob (the hardware decides), so these are prefixsim's.
   double read_bytes_per_s = 5e9;
   double write_bytes_per_s = 2e9;
+  // One tier for the whole fleet (a shared file system or object store: one copy, its bandwidth
+  // shared by the replicas) instead of one per replica.
+  bool shared = false;
 };
 
 // How one CPU slot is sized (docs/semantics.md §16.2): vLLM gives every offload key, which names

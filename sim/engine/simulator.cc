@@ -78,7 +78,8 @@ absl::Status Simulator::ThrashingError() const {
 
 absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
     const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-    const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records) {
+    const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records,
+    const kv::OffloadingConnector::SharedTiers* shared_tiers) {
   if (plan.num_blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV plan has ", plan.num_blocks, " blocks; the engine needs at least 2 (null + 1)"));
@@ -118,8 +119,8 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   }
   sim->scheduler_ = std::make_unique<Scheduler>(sim->sched_config_, sim->kv_.get());
   if (engine.kv_offload.enabled() && plan.enable_prefix_caching) {
-    sim->offload_ =
-        std::make_unique<kv::OffloadingConnector>(sim->plan_, sim->engine_, sim->kv_.get());
+    sim->offload_ = std::make_unique<kv::OffloadingConnector>(
+        sim->plan_, sim->engine_, sim->kv_.get(), shared_tiers, /*reports_shared=*/replica == 0);
     sim->scheduler_->SetOffloadingConnector(sim->offload_.get());
   }
   if (sim->num_spec_tokens_ > 0) sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);

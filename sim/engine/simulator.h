@@ -19,6 +19,7 @@
 #include "sim/engine/replay_tuning.h"
 #include "sim/engine/request_log.h"
 #include "sim/kv/miss_attribution.h"
+#include "sim/kv/offloading_connector.h"
 #include "sim/sched/scheduler.h"
 #include "sim/spec/acceptance_model.h"
 
@@ -39,9 +40,11 @@ class Simulator {
   // `records` (may be null) receives one RequestRecord per request this replica is given, shared
   // with the other replicas in arrival order; each is marked final when the request ends.
   // Errors for a bad acceptance or cost-model configuration.
+  // `shared_tiers`: the offload tiers the fleet's replicas share (null: none).
   static absl::StatusOr<std::unique_ptr<Simulator>> Create(
       const KvPlan& plan, const ModelSpec& model, const EngineConfig& engine,
-      const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records);
+      const ReplayOptions& options, const ReplayTuning& tuning, int replica, RequestLog* records,
+      const kv::OffloadingConnector::SharedTiers* shared_tiers = nullptr);
 
   // A request arrives at `now`: it joins the waiting queue, or is skipped and counted. `sighting`:
   // what the fleet's other replicas held then (miss attribution).
@@ -62,8 +65,10 @@ class Simulator {
   }
   // Whether the replica may step on any thread: its KV event sink, if any, hands on what it
   // shares with others only at DeliverEvents (KvEventSink::DeliversInRunOrder).
+  // An offload tier shared with other replicas is used in the order of a single-threaded run.
   bool SteppableOnAnyThread() const {
-    return event_sink_ == nullptr || event_sink_->DeliversInRunOrder();
+    return (event_sink_ == nullptr || event_sink_->DeliversInRunOrder()) &&
+           (offload_ == nullptr || !offload_->shares_tiers());
   }
 
   bool busy() const { return busy_; }

@@ -46,10 +46,13 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
   if (options.miss_record_bytes > 0) {
     replica_options.miss_record_bytes = std::max<int64_t>(1, options.miss_record_bytes / replicas);
   }
+  // Offload tiers the replicas share: one copy, made here.
+  const kv::OffloadingConnector::SharedTiers shared_tiers =
+      kv::OffloadingConnector::MakeSharedTiers(engine);
   for (int r = 0; r < replicas; ++r) {
     PREFIXSIM_ASSIGN_OR_RETURN(
         std::unique_ptr<Simulator> sim,
-        Simulator::Create(plan, model, engine, replica_options, tuning, r, records));
+        Simulator::Create(plan, model, engine, replica_options, tuning, r, records, &shared_tiers));
     fleet->kv_caches_.push_back(&sim->kv());
     fleet->replicas_.push_back(std::move(sim));
   }
@@ -69,8 +72,8 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
     }
   }
   fleet->touched_.assign(replicas, 0);
-  // A KV event sink that writes as it is called gets its calls in the order of a single-threaded
-  // run only on one thread.
+  // A KV event sink that writes as it is called, or a tier the replicas share, gets its calls in
+  // the order of a single-threaded run only on one thread.
   fleet->threads_ = options.threads;
   for (const auto& sim : fleet->replicas_) {
     if (!sim->SteppableOnAnyThread()) fleet->threads_ = 1;

@@ -150,6 +150,13 @@ const std::vector<std::pair<std::string, Setter>>& KeyTable() {
          c.replay.seed = v.get<uint64_t>();
          return absl::OkStatus();
        }},
+      {"time_scale",
+       [](const Json& v, const std::string&, PointConfig& c) {
+         PREFIXSIM_RETURN_IF_ERROR(
+             Expect(v.is_number() && v.get<double>() > 0, "a positive number"));
+         c.replay.trace_options.time_scale = v.get<double>();
+         return absl::OkStatus();
+       }},
       {"block_size", Int(&O::block_size)},
       {"kv_cache_bytes", Bytes(&O::kv_cache_bytes)},
       {"num_gpu_blocks", Int(&O::num_gpu_blocks)},

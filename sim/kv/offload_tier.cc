@@ -11,7 +11,8 @@ namespace prefixsim::kv {
 int64_t TransferLink::Transfer(int64_t bytes, int64_t ready_ns) {
   const int64_t start = std::max(ready_ns, free_at_ns_);
   const int64_t duration =
-      bytes <= 0 ? 0 : static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * 1e9 / bytes_per_s_));
+      bytes <= 0 ? 0
+                 : static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * 1e9 / bytes_per_s_));
   free_at_ns_ = start + duration;
   return free_at_ns_;
 }
@@ -76,47 +77,58 @@ void OffloadTier::Evict(uint32_t e) {
 bool OffloadTier::Store(absl::Span<const uint64_t> keys, absl::Span<const int64_t> bytes,
                         int64_t ready_ns) {
   PREFIXSIM_CHECK(keys.size() == bytes.size());
+  // The store's keys already present are flagged: protected from eviction below (vLLM protects a
+  // store's own keys) and skipped when inserting.
   int64_t needed = 0;
+  flagged_.clear();
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!index_.contains(keys[i])) needed += bytes[i];
+    if (auto it = index_.find(keys[i]); it != index_.end()) {
+      entries_[it->second].protected_now = true;
+      flagged_.push_back(it->second);
+    } else {
+      needed += bytes[i];
+    }
   }
-  if (needed == 0) return true;
-  if (used_bytes_ + needed > capacity_bytes_) {
-    // The victims, least recent first, skipping pinned keys and the keys being stored (vLLM
-    // protects a store's own keys); nothing is evicted unless enough room can be made.
-    std::vector<uint32_t> victims;
+  bool stored = true;
+  if (needed > 0 && used_bytes_ + needed > capacity_bytes_) {
+    // The victims, least recent first, skipping pinned and protected keys; nothing is evicted
+    // unless enough room can be made.
+    victims_.clear();
     int64_t freed = 0;
     for (uint32_t e = oldest_; e != kNil && used_bytes_ - freed + needed > capacity_bytes_;
          e = entries_[e].next) {
       const Entry& x = entries_[e];
-      if (x.pins > 0 || std::find(keys.begin(), keys.end(), x.key) != keys.end()) continue;
-      victims.push_back(e);
+      if (x.pins > 0 || x.protected_now) continue;
+      victims_.push_back(e);
       freed += x.bytes;
     }
     if (used_bytes_ - freed + needed > capacity_bytes_) {
       counters_.store_failures += 1;
-      return false;
-    }
-    for (uint32_t e : victims) Evict(e);
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (index_.contains(keys[i])) continue;
-    uint32_t e;
-    if (!free_entries_.empty()) {
-      e = free_entries_.back();
-      free_entries_.pop_back();
+      stored = false;
     } else {
-      e = static_cast<uint32_t>(entries_.size());
-      entries_.emplace_back();
+      for (uint32_t e : victims_) Evict(e);
     }
-    entries_[e] = Entry{keys[i], bytes[i], ready_ns, 0, false, kNil, kNil};
-    index_.emplace(keys[i], e);
-    LinkNewest(e);
-    used_bytes_ += bytes[i];
-    counters_.stored_blocks += 1;
   }
-  counters_.peak_used_bytes = std::max(counters_.peak_used_bytes, used_bytes_);
-  return true;
+  if (stored && needed > 0) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint32_t e =
+          free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
+      const auto [it, inserted] = index_.try_emplace(keys[i], e);
+      if (!inserted) continue;
+      if (free_entries_.empty()) {
+        entries_.emplace_back();
+      } else {
+        free_entries_.pop_back();
+      }
+      entries_[e] = Entry{keys[i], bytes[i], ready_ns, 0, false, false, kNil, kNil};
+      LinkNewest(e);
+      used_bytes_ += bytes[i];
+      counters_.stored_blocks += 1;
+    }
+    counters_.peak_used_bytes = std::max(counters_.peak_used_bytes, used_bytes_);
+  }
+  for (const uint32_t e : flagged_) entries_[e].protected_now = false;
+  return stored;
 }
 
 void OffloadTier::Pin(uint64_t key) {
@@ -132,6 +144,10 @@ void OffloadTier::Unpin(uint64_t key) {
   auto it = index_.find(key);
   PREFIXSIM_CHECK(it != index_.end() && entries_[it->second].pins > 0);
   entries_[it->second].pins -= 1;
+}
+
+void OffloadTier::MarkLoaded(uint64_t key) {
+  if (auto it = index_.find(key); it != index_.end()) entries_[it->second].loaded = true;
 }
 
 int64_t OffloadTier::HeldNeverLoaded() const {

@@ -68,6 +68,8 @@ class OffloadTier {
   // A load reads the key: pinned until Unpin, and counted.
   void Pin(uint64_t key);
   void Unpin(uint64_t key);
+  // A key read by a load without a pin (a staged copy on its way through).
+  void MarkLoaded(uint64_t key);
 
   TransferLink& read_link() { return read_link_; }
   TransferLink& write_link() { return write_link_; }
@@ -82,6 +84,7 @@ class OffloadTier {
     int64_t ready_ns = 0;
     int32_t pins = 0;
     bool loaded = false;
+    bool protected_now = false;         // among the keys of the Store in progress
     uint32_t prev = kNil, next = kNil;  // towards older / newer
   };
   static constexpr uint32_t kNil = UINT32_MAX;
@@ -99,6 +102,7 @@ class OffloadTier {
   uint32_t oldest_ = kNil, newest_ = kNil;
   TransferLink read_link_, write_link_;
   Counters counters_;
+  std::vector<uint32_t> flagged_, victims_;  // Store's scratch
 };
 
 // The bounded lookup counter behind vLLM's store_threshold: how often each key was looked up,

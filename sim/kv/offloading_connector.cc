@@ -14,12 +14,25 @@ int64_t CeilDivide(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
+OffloadingConnector::SharedTiers OffloadingConnector::MakeSharedTiers(const EngineConfig& engine) {
+  SharedTiers shared;
+  for (const SecondaryTierConfig& t : engine.kv_offload.secondary_tiers) {
+    shared.push_back(t.shared ? std::make_shared<OffloadTier>(absl::AsciiStrToUpper(t.type),
+                                                              t.capacity_bytes, t.read_bytes_per_s,
+                                                              t.write_bytes_per_s)
+                              : nullptr);
+  }
+  return shared;
+}
+
 OffloadingConnector::OffloadingConnector(const KvPlan& plan, const EngineConfig& engine,
-                                         KvCacheManager* kv)
+                                         KvCacheManager* kv, const SharedTiers* shared,
+                                         bool reports_shared)
     : config_(engine.kv_offload),
       kv_(kv),
       state_(kv->impl()),
-      hash_block_size_(plan.hash_block_size) {
+      hash_block_size_(plan.hash_block_size),
+      reports_shared_(reports_shared) {
   PREFIXSIM_CHECK(config_.enabled() && hash_block_size_ > 0);
   const int64_t ranks = std::max(1, engine.tensor_parallel_size);
   int64_t row = 0, largest = 0;
@@ -56,12 +69,20 @@ OffloadingConnector::OffloadingConnector(const KvPlan& plan, const EngineConfig&
   });
   slot_bytes_ = config_.slot_sizing == OffloadSlotSizing::kRowPerKey ? row : largest;
   const auto cpu_bytes = static_cast<int64_t>(config_.kv_offloading_size_gib * (1LL << 30));
-  tiers_.push_back(std::make_unique<OffloadTier>("CPU", cpu_bytes, config_.cpu_load_bytes_per_s,
+  tiers_.push_back(std::make_shared<OffloadTier>("CPU", cpu_bytes, config_.cpu_load_bytes_per_s,
                                                  config_.cpu_store_bytes_per_s));
-  for (const SecondaryTierConfig& t : config_.secondary_tiers) {
-    tiers_.push_back(std::make_unique<OffloadTier>(absl::AsciiStrToUpper(t.type),
-                                                   t.capacity_bytes, t.read_bytes_per_s,
-                                                   t.write_bytes_per_s));
+  tier_shared_.push_back(false);
+  for (size_t i = 0; i < config_.secondary_tiers.size(); ++i) {
+    const SecondaryTierConfig& t = config_.secondary_tiers[i];
+    if (shared != nullptr && i < shared->size() && (*shared)[i] != nullptr) {
+      tiers_.push_back((*shared)[i]);
+      tier_shared_.push_back(true);
+      shares_tiers_ = true;
+      continue;
+    }
+    tiers_.push_back(std::make_shared<OffloadTier>(absl::AsciiStrToUpper(t.type), t.capacity_bytes,
+                                                   t.read_bytes_per_s, t.write_bytes_per_s));
+    tier_shared_.push_back(false);
   }
   if (config_.store_threshold >= 2) tracker_ = std::make_unique<LookupTracker>(64000);
   stats_.enabled = true;
@@ -69,7 +90,8 @@ OffloadingConnector::OffloadingConnector(const KvPlan& plan, const EngineConfig&
   for (size_t t = 0; t < tiers_.size(); ++t) {
     OffloadTierStats& s = stats_.tiers[t];
     s.medium = tiers_[t]->medium();
-    s.capacity_bytes = tiers_[t]->capacity_bytes();
+    // A shared tier's capacity counts once in the fleet's sum.
+    s.capacity_bytes = tier_shared_[t] && !reports_shared_ ? 0 : tiers_[t]->capacity_bytes();
     s.capacity_blocks = t == 0 ? (slot_bytes_ > 0 ? s.capacity_bytes / slot_bytes_ : 0)
                                : (largest > 0 ? s.capacity_bytes / largest : 0);
   }
@@ -97,8 +119,7 @@ int OffloadingConnector::TierOf(uint64_t key, int64_t now, bool* pending) const 
 // GPU hit (the GPU holds the rest of that window). An EAGLE group asks for one block more and
 // drops it.
 int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<HashPair>& hashes,
-                                      int64_t gpu_hit, int64_t max_hit, int64_t now,
-                                      bool* defer) {
+                                      int64_t gpu_hit, int64_t max_hit, int64_t now, bool* defer) {
   const int64_t num_keys = static_cast<int64_t>(hashes.size()) / r.ratio;
   const int64_t start = gpu_hit / r.block;
   const int64_t end = max_hit / r.block;
@@ -175,8 +196,8 @@ OffloadingConnector::Match OffloadingConnector::Lookup(KvRequestHandle h, int64_
   // A block another request is loading: wait for it (vLLM's _chunks_being_loaded).
   for (const GroupRule& r : rules_) {
     const int64_t last = max_hit / r.block;
-    const int64_t first = r.window == 0 ? gpu_hit / r.block
-                                        : std::max(gpu_hit / r.block, last - r.window);
+    const int64_t first =
+        r.window == 0 ? gpu_hit / r.block : std::max(gpu_hit / r.block, last - r.window);
     for (int64_t c = first; c < last; ++c) {
       const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
       for (auto& tier : tiers_) {
@@ -208,8 +229,8 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
   int64_t promoted_rank_bytes = 0;
   for (const GroupRule& r : rules_) {
     const int64_t last = end / r.block;
-    const int64_t first = r.window == 0 ? gpu_hit / r.block
-                                        : std::max(gpu_hit / r.block, last - r.window);
+    const int64_t first =
+        r.window == 0 ? gpu_hit / r.block : std::max(gpu_hit / r.block, last - r.window);
     for (int64_t c = first; c < last; ++c) {
       const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
       const int t = TierOf(key, now, nullptr);
@@ -234,12 +255,18 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
   // The secondary tiers read into CPU memory first; the GPU link then carries everything.
   int64_t staged = now;
   for (size_t t = 1; t < tiers_.size(); ++t) {
-    if (rank_bytes[t] > 0) staged = std::max(staged, tiers_[t]->read_link().Transfer(rank_bytes[t], now));
+    if (rank_bytes[t] > 0)
+      staged = std::max(staged, tiers_[t]->read_link().Transfer(rank_bytes[t], now));
   }
   int64_t done = tiers_[0]->read_link().Transfer(rank_bytes[0], now);
   if (promoted_rank_bytes > 0) {
     done = std::max(done, tiers_[0]->read_link().Transfer(promoted_rank_bytes, staged));
-    tiers_[0]->Store(promote, promote_bytes, staged);
+    // The staged copies are CPU stores that this load reads.
+    const int64_t stored_before = tiers_[0]->counters().stored_blocks;
+    if (tiers_[0]->Store(promote, promote_bytes, staged)) {
+      stats_.tiers[0].stored_blocks += tiers_[0]->counters().stored_blocks - stored_before;
+      for (const uint64_t key : promote) tiers_[0]->MarkLoaded(key);
+    }
   }
   // The request is admitted by a later step at the earliest (WAITING_FOR_REMOTE_KVS).
   done = std::max(done, now + 1);
@@ -248,7 +275,8 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
   stats_.loads += 1;
   stats_.load_wait_ns += done - now;
   // Storing resumes past the loaded hit (vLLM's next_stored_chunk_idx after a load).
-  for (size_t i = 0; i < rules_.size(); ++i) st.next_store[i] = CeilDivide(end, rules_[i].block);
+  std::fill(st.next_store.begin(), st.next_store.end(), 0);
+  SetNextStore(st, end, /*round_up=*/true);
   *done_ns = done;
   return true;
 }
@@ -266,6 +294,18 @@ void OffloadingConnector::FinishLoad(KvRequestHandle h, int64_t num_computed_tok
 void OffloadingConnector::ResetStores(KvRequestHandle h) {
   RequestOffload& st = State(h);
   std::fill(st.next_store.begin(), st.next_store.end(), 0);
+  SetNextStore(st, 0, false);
+}
+
+// Moves every rule's next block to store up to the one at `tokens` (its first block past them
+// with `round_up`, else the one containing them).
+void OffloadingConnector::SetNextStore(RequestOffload& st, int64_t tokens, bool round_up) {
+  st.next_store_tokens = INT64_MAX;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    const int64_t b = rules_[i].block;
+    st.next_store[i] = std::max(st.next_store[i], round_up ? CeilDivide(tokens, b) : tokens / b);
+    st.next_store_tokens = std::min(st.next_store_tokens, (st.next_store[i] + 1) * b);
+  }
 }
 
 int64_t OffloadingConnector::LoadDoneNs(KvRequestHandle h) const {
@@ -290,9 +330,7 @@ void OffloadingConnector::StoreAfterStep(KvRequestHandle h, int64_t computed_end
   RequestOffload& st = State(h);
   const int64_t offloadable =
       config_.offload_prompt_only ? std::min(computed_end, prompt_tokens) : computed_end;
-  bool any = false;
-  for (size_t i = 0; i < rules_.size(); ++i) any = any || offloadable / rules_[i].block > st.next_store[i];
-  if (!any) return;
+  if (offloadable < st.next_store_tokens) return;
   const std::vector<HashPair>& hashes = state_->HashesOf(h, offloadable);
   keys_.clear();
   bytes_.clear();
@@ -341,14 +379,13 @@ void OffloadingConnector::StoreAfterStep(KvRequestHandle h, int64_t computed_end
       stats_.tiers[t].stored_bytes += tier_bytes;
     }
   }
-  for (size_t i = 0; i < rules_.size(); ++i) {
-    st.next_store[i] = std::max(st.next_store[i], offloadable / rules_[i].block);
-  }
+  SetNextStore(st, offloadable, /*round_up=*/false);
 }
 
 OffloadStats OffloadingConnector::Stats() const {
   OffloadStats s = stats_;
   for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (tier_shared_[t] && !reports_shared_) continue;  // another replica reports its state
     const OffloadTier::Counters& c = tiers_[t]->counters();
     OffloadTierStats& ts = s.tiers[t];
     ts.evicted_blocks = c.evicted_blocks;

@@ -29,8 +29,18 @@ inline uint64_t OffloadKey(uint64_t block_hash, int group) {
 
 class OffloadingConnector {
  public:
-  // REQUIRES: engine.kv_offload.enabled().
-  OffloadingConnector(const KvPlan& plan, const EngineConfig& engine, KvCacheManager* kv);
+  // The tiers a fleet's replicas share (SecondaryTierConfig::shared), one entry per secondary
+  // tier, null where the tier is each replica's own. MakeSharedTiers builds them.
+  using SharedTiers = std::vector<std::shared_ptr<OffloadTier>>;
+  static SharedTiers MakeSharedTiers(const EngineConfig& engine);
+
+  // REQUIRES: engine.kv_offload.enabled(). `shared`: the fleet's shared tiers (null: none);
+  // `reports_shared` says whether this replica's Stats() carry their state (capacity,
+  // occupancy, evictions), which one replica reports for all.
+  OffloadingConnector(const KvPlan& plan, const EngineConfig& engine, KvCacheManager* kv,
+                      const SharedTiers* shared = nullptr, bool reports_shared = true);
+  // Whether some tier is shared with other replicas (their steps must then run in one order).
+  bool shares_tiers() const { return shares_tiers_; }
 
   // What the tiers hold beyond a GPU hit (vLLM's get_num_new_matched_tokens).
   struct Match {
@@ -74,15 +84,18 @@ class OffloadingConnector {
  private:
   struct GroupRule {
     int group = 0;
-    int64_t block = 0;        // tokens per key
-    int64_t ratio = 0;        // block / H
-    int64_t window = 0;       // keys a hit must end with; 0 for full attention
-    bool eagle = false;       // needs one more block, dropped (vLLM's unverified EAGLE group)
-    int64_t bytes = 0;        // the group's real bytes per key, all ranks
-    int64_t rank_bytes = 0;   // per rank (what one GPU's link carries)
+    int64_t block = 0;       // tokens per key
+    int64_t ratio = 0;       // block / H
+    int64_t window = 0;      // keys a hit must end with; 0 for full attention
+    bool eagle = false;      // needs one more block, dropped (vLLM's unverified EAGLE group)
+    int64_t bytes = 0;       // the group's real bytes per key, all ranks
+    int64_t rank_bytes = 0;  // per rank (what one GPU's link carries)
   };
   struct RequestOffload {
     std::vector<int64_t> next_store;  // per rule: the first block not yet stored
+    // The fewest tokens at which some rule has a whole block to store: a step below it has
+    // nothing to do (most steps: decodes past the prompt).
+    int64_t next_store_tokens = 0;
     std::vector<std::pair<int, uint64_t>> pinned;  // (tier, key) read by the load in progress
     int64_t load_done_ns = -1;
     int64_t split[kMaxOffloadTiers] = {};
@@ -95,6 +108,7 @@ class OffloadingConnector {
                    int64_t max_hit, int64_t now, bool* defer);
   RequestOffload& State(KvRequestHandle h);
   bool HeldOnGpu(KvRequestHandle h, int group, int64_t block) const;
+  void SetNextStore(RequestOffload& st, int64_t tokens, bool round_up);
   int64_t CpuSlotBytes(int64_t group_bytes) const;
 
   KvOffloadConfig config_;
@@ -102,9 +116,12 @@ class OffloadingConnector {
   KvCacheState* state_;
   int64_t hash_block_size_;
   bool has_window_group_ = false;
-  int64_t slot_bytes_ = 0;  // row_per_key: one slot per key, whatever its group
+  int64_t slot_bytes_ = 0;        // row_per_key: one slot per key, whatever its group
   std::vector<GroupRule> rules_;  // full attention first, then windows, largest first
-  std::vector<std::unique_ptr<OffloadTier>> tiers_;  // CPU, then the secondary tiers
+  std::vector<std::shared_ptr<OffloadTier>> tiers_;  // CPU, then the secondary tiers
+  std::vector<bool> tier_shared_;
+  bool shares_tiers_ = false;
+  bool reports_shared_ = true;
   std::unique_ptr<LookupTracker> tracker_;  // store_threshold >= 2
   std::vector<RequestOffload> requests_;    // by KvRequestHandle slot
   int64_t loads_in_flight_ = 0;

@@ -294,6 +294,8 @@ absl::Status ParseOffload(const JsonConfig& doc, const nlohmann::json& root,
           PREFIXSIM_ASSIGN_OR_RETURN(auto write,
                                      doc.OptionalNumber(t, epath, "write_gbps", 1e-6, 1e6));
           if (write) tier.write_bytes_per_s = *write * 1e9;
+          PREFIXSIM_ASSIGN_OR_RETURN(auto shared, doc.OptionalBool(t, epath, "shared"));
+          if (shared) tier.shared = *shared;
           offload.secondary_tiers.push_back(tier);
         }
       }
@@ -376,7 +378,7 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
       {"kv_transfer_config.kv_connector_extra_config",
        {"store_threshold", "offload_prompt_only", "eviction_policy", "secondary_tiers"}},
       // One element of the secondary_tiers array.
-      {"secondary_tier", {"type", "capacity", "read_gbps", "write_gbps"}},
+      {"secondary_tier", {"type", "capacity", "read_gbps", "write_gbps", "shared"}},
       {"kv_offload_link", {"load_gbps", "store_gbps", "slot_sizing"}},
       {"router",
        {"name", "overlap_weight", "ttft_slo_ms", "view", "event_delay_ms", "event_loss",

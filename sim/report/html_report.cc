@@ -97,15 +97,18 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   if (results.empty()) return s + "<p>No results.</p></body></html>\n";
   const html_report::PageInputs page{results, options, options.deltas && results.size() > 1,
                                      html_report::BinArrivals(results)};
-  // Sections are numbered in page order; the miss causes, the fleet and the parity appear only
-  // when some result (or the options) have them, so the numbers after them move.
+  // Sections are numbered in page order; the miss causes, the tiers, the fleet and the parity
+  // appear only when some result (or the options) have them, so the numbers after them move.
   const bool misses = std::any_of(results.begin(), results.end(),
                                   [](const ReplayResult& r) { return r.miss_causes.enabled; });
   const bool fleet = std::any_of(results.begin(), results.end(),
                                  [](const ReplayResult& r) { return r.fleet.has_value(); });
+  const bool offload = std::any_of(results.begin(), results.end(),
+                                   [](const ReplayResult& r) { return r.offload.enabled; });
   int number = 0;
   const int plan = ++number, hit_rate = ++number, per_request = ++number;
   const int miss_causes = misses ? ++number : 0;
+  const int offload_number = offload ? ++number : 0;
   const int latency = ++number, capacity = ++number, alignment = ++number;
   const int fleet_number = fleet ? ++number : 0;
   const int parity = ++number;
@@ -115,6 +118,7 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   s += html_report::HitRateOverTimeSection(page, hit_rate);
   s += html_report::PerRequestSection(page, per_request);
   if (misses) s += html_report::MissCauseSection(page, miss_causes);
+  if (offload) s += html_report::OffloadSection(page, offload_number);
   s += html_report::LatencySection(page, latency);
   absl::StrAppend(&s, "<div class=\"row\">", html_report::CapacitySection(page, capacity),
                   html_report::AlignmentSection(page, alignment), "</div>\n");

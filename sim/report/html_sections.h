@@ -100,6 +100,10 @@ std::string MissCauseSection(const PageInputs& page, int number);
 std::string CapacitySection(const PageInputs& page, int number);
 std::string AlignmentSection(const PageInputs& page, int number);
 
+// With offload tiers: each tier's share of the hit and its traffic, per policy, and the shares
+// over time (html_section_offload.cc).
+std::string OffloadSection(const PageInputs& page, int number);
+
 // For fleet runs: the router, the auto-sizing probes and the per-replica tables and charts
 // (html_section_fleet.cc).
 std::string FleetSection(const PageInputs& page, int number);

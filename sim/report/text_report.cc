@@ -307,6 +307,31 @@ std::string ComparisonReportText(const std::vector<ReplayResult>& results) {
       "recent hit rate (%)", [](R r) { return 100.0 * r.recent_hit_rate; }, 2);
   row(
       "hit tokens", [](R r) { return static_cast<double>(r.prefix_cache.hits); }, 0);
+  if (results[0].offload.enabled) {
+    // The hit split by tier (first admissions), and what each tier wrote for nothing.
+    row(
+        "hit tokens: GPU", [](R r) { return static_cast<double>(r.offload.gpu_hit_tokens); }, 0);
+    for (size_t t = 0; t < results[0].offload.tiers.size(); ++t) {
+      const std::string name = absl::StrCat("hit tokens: ", results[0].offload.tiers[t].medium);
+      row(
+          name.c_str(),
+          [t](R r) {
+            return t < r.offload.tiers.size() ? static_cast<double>(r.offload.tiers[t].hit_tokens)
+                                              : 0.0;
+          },
+          0);
+      const std::string never =
+          absl::StrCat(results[0].offload.tiers[t].medium, " stored, never loaded");
+      row(
+          never.c_str(),
+          [t](R r) {
+            return t < r.offload.tiers.size()
+                       ? static_cast<double>(r.offload.tiers[t].never_loaded_blocks)
+                       : 0.0;
+          },
+          0);
+    }
+  }
   // Three measures of what the alignment costs, named by what they count (the legend below the
   // table says it in words; the JSON keeps the field names).
   row(

@@ -77,6 +77,23 @@ TEST(OffloadReplayTest, ALoadedRequestIsAdmittedOneStepLater) {
   EXPECT_EQ(r.per_request[3].first_token_ns, 13 * kMs);
 }
 
+// The same with a slow link (1 MB/s: A's 4 KiB take 4.096 ms): the load started in the step at
+// 11 ms ends at 15.096 ms, so r2 is admitted in the step at 16 ms, while the engine keeps
+// stepping for the request that decodes.
+TEST(OffloadReplayTest, ARequestWaitsForItsLoadWhileOthersRun) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 9);
+  const std::vector<uint32_t> a = Iota(64);
+  EngineConfig e = WithCpuTier(64);
+  e.kv_offload.cpu_load_bytes_per_s = 1e6;
+  const ReplayResult r =
+      MustReplay(plan, e,
+                 {Req(9, 0, Iota(1, 90000), 30), Req(0, 0, a, 1), Req(1, 5, Iota(112, 1000), 1),
+                  Req(2, 10.5, Concat(a, Iota(16, 5000)), 1)});
+  EXPECT_EQ(r.per_request[3].hit_tokens, 64);
+  EXPECT_EQ(r.per_request[3].first_token_ns, 17 * kMs);
+  EXPECT_EQ(r.offload.load_wait_ns, 4'096'000);
+}
+
 // store_threshold 2 stores a block only once it was looked up twice; a lookup counts the blocks up
 // to its first miss. r0 = A, r2 = A + X and r4 = A + Y, each after a flush of the GPU: r0's and
 // r2's lookups count A's first block twice, so r2 stores that one block only, and r4 hits 16.
@@ -85,11 +102,10 @@ TEST(OffloadReplayTest, StoreThresholdStoresBlocksLookedUpOften) {
   const std::vector<uint32_t> a = Iota(64);
   EngineConfig e = WithCpuTier(64);
   e.kv_offload.store_threshold = 2;
-  const ReplayResult r =
-      MustReplay(plan, e,
-                 {Req(0, 0, a, 1), Req(1, 5, Iota(128, 1000), 1),
-                  Req(2, 10, Concat(a, Iota(16, 5000)), 1), Req(3, 15, Iota(128, 2000), 1),
-                  Req(4, 20, Concat(a, Iota(16, 7000)), 1)});
+  const ReplayResult r = MustReplay(
+      plan, e,
+      {Req(0, 0, a, 1), Req(1, 5, Iota(128, 1000), 1), Req(2, 10, Concat(a, Iota(16, 5000)), 1),
+       Req(3, 15, Iota(128, 2000), 1), Req(4, 20, Concat(a, Iota(16, 7000)), 1)});
   EXPECT_EQ(r.per_request[2].hit_tokens, 0);
   EXPECT_EQ(r.per_request[4].hit_tokens, 16);
   EXPECT_EQ(r.per_request[4].tier_hit_tokens[0], 16);
@@ -133,6 +149,36 @@ TEST(OffloadReplayTest, AFleetSumsItsReplicasTiers) {
   ASSERT_EQ(r.offload.tiers.size(), 1u);
   EXPECT_EQ(r.offload.tiers[0].capacity_bytes, 2 * 64 * 1024);
   EXPECT_EQ(r.offload.tiers[0].stored_blocks, 8);
+}
+
+// Two replicas behind round_robin: r0 = A runs on replica 0, r1 = A + 16 new tokens on replica 1.
+// With a file-system tier of each replica's own, replica 1 finds nothing; with one the fleet
+// shares, it loads A's blocks that replica 0 wrote there (1 MB/s: 4 KiB take 4.096 ms).
+TEST(OffloadReplayTest, ASharedTierServesOneReplicaWhatAnotherStored) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 9);
+  const std::vector<uint32_t> a = Iota(64);
+  const std::vector<Request> reqs = {Req(0, 0, a, 1), Req(1, 10, Concat(a, Iota(16, 5000)), 1)};
+  EngineConfig e = WithCpuTier(64);
+  e.fleet.replicas = 2;
+  SecondaryTierConfig fs;
+  fs.capacity_bytes = 1 << 20;
+  fs.read_bytes_per_s = 1e6;
+  e.kv_offload.secondary_tiers.push_back(fs);
+  const ReplayResult own = MustReplay(plan, e, reqs);
+  EXPECT_EQ(own.per_request[1].replica, 1);
+  EXPECT_EQ(own.per_request[1].hit_tokens, 0);
+  EXPECT_EQ(own.offload.tiers[1].capacity_bytes, 2 << 20);
+
+  e.kv_offload.secondary_tiers[0].shared = true;
+  const ReplayResult shared = MustReplay(plan, e, reqs);
+  const RequestRecord& r1 = shared.per_request[1];
+  EXPECT_EQ(r1.replica, 1);
+  EXPECT_EQ(r1.hit_tokens, 64);
+  EXPECT_EQ(r1.tier_hit_tokens[1], 64);
+  EXPECT_EQ(r1.first_token_ns, 10 * kMs + 4'096'000 + 164 + 1 * kMs);
+  // One copy: its capacity and contents count once in the fleet's sum.
+  EXPECT_EQ(shared.offload.tiers[1].capacity_bytes, 1 << 20);
+  EXPECT_EQ(shared.offload.tiers[1].stored_blocks, 5);  // A's 4, then r1's block past its hit
 }
 
 TEST(OffloadConfigTest, TheEngineJsonNamesTheFieldItRefuses) {

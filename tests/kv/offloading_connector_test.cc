@@ -36,7 +36,8 @@ struct Fixture {
     offload = std::make_unique<OffloadingConnector>(plan, engine, &kv);
     h = kv.AddRequest(&request);
   }
-  // Puts the key of `group`'s block `block` of the request into the CPU tier, written by `ready_ns`.
+  // Puts the key of `group`'s block `block` of the request into the CPU tier, written by
+  // `ready_ns`.
   void Put(int group, int64_t block, int64_t block_tokens, int64_t ready_ns = 0) {
     const auto& hashes = kv.impl()->HashesOf(h, request.prompt_tokens);
     const int64_t ratio = block_tokens / kv.plan().hash_block_size;
@@ -75,9 +76,9 @@ TEST(OffloadingConnectorTest, AHitEndsWhereEveryGroupCanBeRestored) {
 // A sliding window of 32 tokens (2 blocks of 16): the hit must end with both window blocks, or
 // with a run that reaches back to the GPU hit (the GPU holds the rest of that window).
 TEST(OffloadingConnectorTest, ASlidingWindowNeedsItsLastWindowOfBlocks) {
-  const KvPlan plan = Plan(
-      {Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 16, 32)}, 64, 16,
-      16, 16);
+  const KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 16, 32)}, 64, 16,
+           16, 16);
   {
     Fixture f(plan, Offloading(64), Iota(97));
     for (int b = 0; b < 6; ++b) f.Put(0, b, 16);
@@ -129,9 +130,9 @@ TEST(OffloadingConnectorTest, ABlockStillBeingWrittenDefersTheLookup) {
 // window's blocks after a hit (the rest are the null block), so only those are stored; the full
 // attention group stores all of its blocks.
 TEST(OffloadingConnectorTest, ASlidingWindowGroupStoresOnlyTheBlocksItHolds) {
-  const KvPlan plan = Plan(
-      {Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 16, 32)}, 64, 16,
-      16, 16);
+  const KvPlan plan =
+      Plan({Group(LayerKind::kFullAttention, 16), Group(LayerKind::kSlidingWindow, 16, 32)}, 64, 16,
+           16, 16);
   KvCacheManager kv(plan, testing_kv::Checked());
   const Request first = Literal(1, Iota(97), 1);
   const KvRequestHandle h1 = kv.AddRequest(&first);

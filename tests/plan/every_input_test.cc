@@ -99,7 +99,8 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   std::string tiers;
   for (const SecondaryTierConfig& t : o.secondary_tiers) {
     tiers += t.type + "/" + std::to_string(t.capacity_bytes) + "/" +
-             std::to_string(t.read_bytes_per_s) + "/" + std::to_string(t.write_bytes_per_s) + ";";
+             std::to_string(t.read_bytes_per_s) + "/" + std::to_string(t.write_bytes_per_s) +
+             (t.shared ? "/shared" : "") + ";";
   }
   f["kv_offload.secondary_tiers"] = tiers;
   return f;
@@ -472,6 +473,7 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
       {"secondary_tier.capacity", SecondaryTierEntry({{"capacity", 2000}})},
       {"secondary_tier.read_gbps", SecondaryTierEntry({{"capacity", 1000}, {"read_gbps", 1}})},
       {"secondary_tier.write_gbps", SecondaryTierEntry({{"capacity", 1000}, {"write_gbps", 1}})},
+      {"secondary_tier.shared", SecondaryTierEntry({{"capacity", 1000}, {"shared", true}})},
       {"kv_offload_link",
        {none,
         {{"kv_offload_link", {{"load_gbps", 50}}}},
