@@ -77,8 +77,12 @@ for policy in old new; do
     --policy "$policy" --json "$OUT/f.json" > /dev/null
   row "$policy, 16 replicas kv_aware, each 64 GiB GPU" "$OUT/f.json"
   "$BIN" replay --model kimi-k3-like --engine "$OUT/fleet.json" --trace "$TRACE" \
+    --policy "$policy" --router-cpu-tier-weight 0 --router-storage-tier-weight 0 \
+    --json "$OUT/f.json" > /dev/null
+  row "$policy, 16 replicas kv_aware blind to tiers, each 64 GiB GPU + 256 GiB CPU, one shared 64 TiB FS" "$OUT/f.json"
+  "$BIN" replay --model kimi-k3-like --engine "$OUT/fleet.json" --trace "$TRACE" \
     --policy "$policy" --json "$OUT/f.json" > /dev/null
-  row "$policy, 16 replicas kv_aware, each 64 GiB GPU + 256 GiB CPU, one shared 64 TiB FS" "$OUT/f.json"
+  row "$policy, 16 replicas kv_aware weighing tiers, each 64 GiB GPU + 256 GiB CPU, one shared 64 TiB FS" "$OUT/f.json"
 done
 
 # Replay time with tiers against without: medians of 5 interleaved runs, one replica, new.

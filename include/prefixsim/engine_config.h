@@ -133,6 +133,10 @@ struct RouterViewConfig {
   int64_t max_blocks =
       0;             // approximate: the most prompt blocks it remembers (0: unset, the fleet's)
   double ttl_s = 0;  // approximate: forget blocks not routed for this long (0: unset, never)
+  // With offload tiers: what a token a replica holds in a tier is worth beside one on its GPU
+  // (1), as llm-d's tier-aware prefix scorer weighs them (its defaults); 0 ignores the tier.
+  double cpu_tier_weight = 0.8;
+  double storage_tier_weight = 0.3;
 };
 
 struct FleetConfig {

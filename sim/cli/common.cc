@@ -171,6 +171,11 @@ void AddFleetOptions(CLI::App* cmd, EngineOverrides* o) {
   g->add_option("--router-ttl-s", o->router_ttl_s,
                 "--router-view approximate: forget blocks not routed for this many seconds, "
                 "above 0 (default: never)");
+  g->add_option("--router-cpu-tier-weight", o->router_cpu_tier_weight,
+                "with offload tiers: what a token in a replica's CPU tier is worth to kv_aware "
+                "beside one on its GPU (default 0.8, llm-d's)");
+  g->add_option("--router-storage-tier-weight", o->router_storage_tier_weight,
+                "with offload tiers: the same for a storage tier (default 0.3)");
   g->add_option("--ttft-slo-ms", o->ttft_slo_ms,
                 "--replicas auto: p99 TTFT the fleet must hold, in ms (default 2000)")
       ->check(PositiveNumber());

@@ -82,6 +82,8 @@ class Simulator {
   // of waiting and prefilling requests, plus the context tokens of decoding requests.
   int64_t OutstandingTokens() const;
   KvCacheManager& kv() { return *kv_; }
+  // The offload tiers' connector, or null without tiers.
+  kv::OffloadingConnector* offload() { return offload_.get(); }
 
   // An interrupted replay stops here: every request still waiting or running ends unfinished
   // (counted in interrupted_requests, its record marked "interrupted"); the step in flight, if

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,9 +57,13 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Create(const KvPlan& plan, const M
     fleet->kv_caches_.push_back(&sim->kv());
     fleet->replicas_.push_back(std::move(sim));
   }
-  fleet->view_ = std::make_unique<FleetView>(
-      &fleet->replicas_, fleet->routing_view_ == fleet->exact_view_.get() ? &fleet->exact_hits_
-                                                                          : &fleet->view_overlaps_);
+  fleet->tier_routing_ =
+      fleet->routing_view_ != nullptr && engine.kv_offload.enabled() && plan.enable_prefix_caching;
+  fleet->view_ = std::make_unique<FleetView>(&fleet->replicas_,
+                                             fleet->tier_routing_ ? &fleet->routed_overlaps_
+                                             : fleet->routing_view_ == fleet->exact_view_.get()
+                                                 ? &fleet->exact_hits_
+                                                 : &fleet->view_overlaps_);
   // The exact view's index is kept where it answers, and under ReplayOptions::check_invariants,
   // which compares it with the pools' own lookups.
   fleet->exact_from_pools_ =
@@ -173,6 +178,7 @@ int Fleet::RouteArrival(int64_t now, kv::ArrivalSighting* sighting) {
   if (router_view_ != nullptr) {
     router_view_->Overlaps(any, request, route_hashes_, now, &view_overlaps_);
   }
+  if (tier_routing_) AddTierOverlaps(request, now);
   const int r = router_->Route(request, *view_);
   PREFIXSIM_CHECK(r >= 0 && r < static_cast<int>(replicas_.size()));
   if (router_view_ != nullptr) router_view_->Routed(request, route_hashes_, r, now);
@@ -182,6 +188,25 @@ int Fleet::RouteArrival(int64_t now, kv::ArrivalSighting* sighting) {
   routing_regret_tokens_ += sighting->routing_regret_tokens;
   requests_with_regret_ += sighting->routing_regret_tokens > 0;
   return r;
+}
+
+// A token a replica holds only in a tier counts for part of one it holds on its GPU, as llm-d's
+// tier-aware scorer weighs them: the router's overlap for each replica is its view's plus the
+// weighted tokens its tiers would add (the connector's peek from that overlap on).
+void Fleet::AddTierOverlaps(const Request& request, int64_t now) {
+  const std::vector<int64_t>& base =
+      routing_view_ == exact_view_.get() ? exact_hits_ : view_overlaps_;
+  const RouterViewConfig& v = engine_.fleet.view;
+  routed_overlaps_.assign(base.begin(), base.end());
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    int64_t split[kMaxOffloadTiers] = {};
+    replicas_[r]->offload()->PeekSplit(route_hashes_, request.prompt_tokens, base[r], now, split);
+    double weighted = v.cpu_tier_weight * static_cast<double>(split[0]);
+    for (int t = 1; t < kMaxOffloadTiers; ++t) {
+      weighted += v.storage_tier_weight * static_cast<double>(split[t]);
+    }
+    routed_overlaps_[r] += std::llround(weighted);
+  }
 }
 
 absl::Status Fleet::ReadNext(TraceReader& trace) {

@@ -83,6 +83,7 @@ class Fleet {
   absl::Status ReadNext(TraceReader& trace);
   // The replica that serves the pending request arriving `now`, and the sighting at arrival
   // (miss attribution, routing regret).
+  void AddTierOverlaps(const Request& request, int64_t now);
   int RouteArrival(int64_t now, kv::ArrivalSighting* sighting);
   absl::Status HandleArrivals(TraceReader& trace);
   // Runs every replica run queued since the last call, in parallel, then applies their effects
@@ -122,6 +123,10 @@ class Fleet {
   int64_t horizon_ns_ = 0;        // the next arrival while runs_ run (INT64_MAX: none)
   std::vector<kv::HashPair> route_hashes_;
   std::vector<int64_t> exact_hits_, view_overlaps_, index_hits_;
+  // With offload tiers behind a cache-reading router: the view's overlaps plus each replica's
+  // tier tokens beyond them, weighted (RouterViewConfig::cpu_tier_weight, storage_tier_weight).
+  bool tier_routing_ = false;
+  std::vector<int64_t> routed_overlaps_;
   int64_t router_index_checks_ = 0;
   int64_t routing_regret_tokens_ = 0, best_replica_hit_tokens_ = 0, requests_with_regret_ = 0;
   // Miss attribution over the replicas: each arrival sights what the others computed and hold.

@@ -120,6 +120,8 @@ int OffloadingConnector::TierOf(uint64_t key, int64_t now, bool* pending) const 
 // drops it.
 int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<HashPair>& hashes,
                                       int64_t gpu_hit, int64_t max_hit, int64_t now, bool* defer) {
+  // A peek (defer null) counts no lookup for store_threshold.
+  LookupTracker* const tracker = defer != nullptr ? tracker_.get() : nullptr;
   const int64_t num_keys = static_cast<int64_t>(hashes.size()) / r.ratio;
   const int64_t start = gpu_hit / r.block;
   const int64_t end = max_hit / r.block;
@@ -130,10 +132,11 @@ int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<Hash
     int64_t c = start;
     for (; c < top; ++c) {
       const uint64_t key = key_of(c);
-      if (tracker_) tracker_->Count(key);
+      if (tracker != nullptr) tracker->Count(key);
       bool pending = false;
       if (TierOf(key, now, &pending) < 0) {
-        if (pending) *defer = true;  // vLLM's HIT_PENDING: ask again when the write lands
+        // vLLM's HIT_PENDING: ask again when the write lands.
+        if (pending && defer != nullptr) *defer = true;
         break;
       }
     }
@@ -143,7 +146,7 @@ int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<Hash
   int64_t run = 0;
   for (int64_t c = top - 1; c >= start; --c) {
     const uint64_t key = key_of(c);
-    if (tracker_) tracker_->Count(key);
+    if (tracker != nullptr) tracker->Count(key);
     if (TierOf(key, now, nullptr) < 0) {
       run = 0;
       continue;
@@ -153,26 +156,20 @@ int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<Hash
   return std::min(std::max(start, start + run - drop), end) * r.block;
 }
 
-OffloadingConnector::Match OffloadingConnector::Lookup(KvRequestHandle h, int64_t num_tokens,
-                                                       int64_t gpu_hit, int64_t now) {
-  State(h);
-  Match m;
-  // The last prompt token is recomputed when any group keeps a window or a state; a pure
-  // full-attention hit may reach the end (the scheduler then recomputes one token).
+// The end of the tiers' hit for a request with `gpu_hit` GPU tokens (at most gpu_hit: none):
+// each group lowers it in turn, until none does (the groups' blocks differ in size). The last
+// prompt token is recomputed when any group keeps a window or a state; a pure full-attention hit
+// may reach the end (the scheduler then recomputes one token). `defer` null: a peek.
+int64_t OffloadingConnector::HitEnd(const std::vector<HashPair>& hashes, int64_t num_tokens,
+                                    int64_t gpu_hit, int64_t now, bool* defer) {
   int64_t max_hit = num_tokens - (has_window_group_ ? 1 : 0);
   for (const GroupRule& r : rules_) max_hit = std::min(max_hit, num_tokens / r.block * r.block);
-  if (max_hit <= gpu_hit || rules_.empty()) return m;
-  const std::vector<HashPair>& hashes = state_->HashesOf(h, num_tokens);
-  bool defer = false;
-  // Each group lowers the hit in turn, until none does (the groups' blocks differ in size).
+  if (rules_.empty()) return gpu_hit;
   for (bool changed = true; changed && max_hit > gpu_hit;) {
     changed = false;
     for (const GroupRule& r : rules_) {
-      const int64_t hit = GroupHit(r, hashes, gpu_hit, max_hit, now, &defer);
-      if (defer) {
-        stats_.deferred_lookups += 1;
-        return Match{0, true};
-      }
+      const int64_t hit = GroupHit(r, hashes, gpu_hit, max_hit, now, defer);
+      if (defer != nullptr && *defer) return gpu_hit;
       if (hit < max_hit) {
         max_hit = hit;
         changed = true;
@@ -180,9 +177,36 @@ OffloadingConnector::Match OffloadingConnector::Lookup(KvRequestHandle h, int64_
       if (max_hit <= gpu_hit) break;
     }
   }
+  return std::max(max_hit, gpu_hit);
+}
+
+// Calls f(rule, block, key) for every key a load of [gpu_hit, end) reads: a full-attention
+// group's blocks from the GPU hit's on, a window group's last window.
+template <typename F>
+void OffloadingConnector::ForEachNeededKey(const std::vector<HashPair>& hashes, int64_t gpu_hit,
+                                           int64_t end, F&& f) const {
+  for (const GroupRule& r : rules_) {
+    const int64_t last = end / r.block;
+    const int64_t first =
+        r.window == 0 ? gpu_hit / r.block : std::max(gpu_hit / r.block, last - r.window);
+    for (int64_t c = first; c < last; ++c) {
+      f(r, c, OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group));
+    }
+  }
+}
+
+OffloadingConnector::Match OffloadingConnector::Lookup(KvRequestHandle h, int64_t num_tokens,
+                                                       int64_t gpu_hit, int64_t now) {
+  State(h);
+  const std::vector<HashPair>& hashes = state_->HashesOf(h, num_tokens);
+  bool defer = false;
+  const int64_t end = HitEnd(hashes, num_tokens, gpu_hit, now, &defer);
+  if (defer) {
+    stats_.deferred_lookups += 1;
+    return Match{0, true};
+  }
   // LRU: every full-attention key of the request, and a window group's keys around the hit's end
   // (vLLM's _touch), in every tier.
-  const int64_t end = std::max(max_hit, gpu_hit);
   keys_.clear();
   for (const GroupRule& r : rules_) {
     const int64_t num_keys = static_cast<int64_t>(hashes.size()) / r.ratio;
@@ -192,24 +216,42 @@ OffloadingConnector::Match OffloadingConnector::Lookup(KvRequestHandle h, int64_
     }
   }
   for (auto& tier : tiers_) tier->Touch(keys_);
-  if (max_hit <= gpu_hit) return m;
+  if (end <= gpu_hit) return Match{};
   // A block another request is loading: wait for it (vLLM's _chunks_being_loaded).
-  for (const GroupRule& r : rules_) {
-    const int64_t last = max_hit / r.block;
-    const int64_t first =
-        r.window == 0 ? gpu_hit / r.block : std::max(gpu_hit / r.block, last - r.window);
-    for (int64_t c = first; c < last; ++c) {
-      const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
-      for (auto& tier : tiers_) {
-        if (tier->Pinned(key)) {
-          stats_.deferred_lookups += 1;
-          return Match{0, true};
-        }
-      }
-    }
+  bool loading = false;
+  ForEachNeededKey(hashes, gpu_hit, end, [&](const GroupRule&, int64_t, uint64_t key) {
+    for (auto& tier : tiers_) loading = loading || tier->Pinned(key);
+  });
+  if (loading) {
+    stats_.deferred_lookups += 1;
+    return Match{0, true};
   }
-  m.tokens = max_hit - gpu_hit;
-  return m;
+  return Match{end - gpu_hit, false};
+}
+
+// Which tier serves each H-chunk of [gpu_hit, end): the deepest one any of its keys comes from (a
+// chunk is restored only when every group's block covering it is); adds the tokens per tier to
+// split[]. REQUIRES: every needed key is in some tier.
+void OffloadingConnector::SplitByTier(const std::vector<HashPair>& hashes, int64_t gpu_hit,
+                                      int64_t end, int64_t now, int64_t* split) const {
+  const int64_t first_unit = gpu_hit / hash_block_size_;
+  std::vector<int8_t> unit_tier(static_cast<size_t>(end / hash_block_size_ - first_unit), 0);
+  ForEachNeededKey(hashes, gpu_hit, end, [&](const GroupRule& r, int64_t c, uint64_t key) {
+    const int t = TierOf(key, now, nullptr);
+    PREFIXSIM_CHECK_MSG(t >= 0, ("offload: a block of the hit is in no tier"));
+    const int64_t u0 = std::max(c * r.block, gpu_hit) / hash_block_size_ - first_unit;
+    const int64_t u1 = (c + 1) * r.block / hash_block_size_ - first_unit;
+    for (int64_t u = u0; u < u1; ++u) unit_tier[u] = std::max<int8_t>(unit_tier[u], t);
+  });
+  for (int8_t t : unit_tier) split[t] += hash_block_size_;
+}
+
+void OffloadingConnector::PeekSplit(const std::vector<HashPair>& hashes, int64_t num_tokens,
+                                    int64_t gpu_hit, int64_t now, int64_t* split) {
+  const int64_t tokens =
+      std::min(num_tokens, static_cast<int64_t>(hashes.size()) * hash_block_size_);
+  const int64_t end = HitEnd(hashes, tokens, gpu_hit, now, nullptr);
+  if (end > gpu_hit) SplitByTier(hashes, gpu_hit, end, now, split);
 }
 
 bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Match& match,
@@ -219,39 +261,25 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
   RequestOffload& st = State(h);
   const int64_t end = gpu_hit + match.tokens;
   const std::vector<HashPair>& hashes = state_->HashesOf(h, end);
-  // Which tier serves each H-chunk of the loaded range: the deepest one any of its keys comes
-  // from (a chunk is restored only when every group's block covering it is).
-  const int64_t first_unit = gpu_hit / hash_block_size_;
-  std::vector<int8_t> unit_tier(static_cast<size_t>(end / hash_block_size_ - first_unit), 0);
+  std::fill(std::begin(st.split), std::end(st.split), 0);
+  SplitByTier(hashes, gpu_hit, end, now, st.split);
   std::vector<int64_t> rank_bytes(tiers_.size(), 0);
   std::vector<uint64_t> promote;
   std::vector<int64_t> promote_bytes;
   int64_t promoted_rank_bytes = 0;
-  for (const GroupRule& r : rules_) {
-    const int64_t last = end / r.block;
-    const int64_t first =
-        r.window == 0 ? gpu_hit / r.block : std::max(gpu_hit / r.block, last - r.window);
-    for (int64_t c = first; c < last; ++c) {
-      const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
-      const int t = TierOf(key, now, nullptr);
-      PREFIXSIM_CHECK_MSG(t >= 0, ("offload: a block of the hit left its tier before the load"));
-      tiers_[t]->Pin(key);
-      st.pinned.push_back({t, key});
-      stats_.tiers[t].loaded_blocks += 1;
-      stats_.tiers[t].loaded_bytes += r.bytes;
-      rank_bytes[t] += r.rank_bytes;
-      if (t > 0) {  // staged through the CPU tier, which keeps a copy
-        promote.push_back(key);
-        promote_bytes.push_back(slot_bytes_);
-        promoted_rank_bytes += r.rank_bytes;
-      }
-      const int64_t u0 = std::max(c * r.block, gpu_hit) / hash_block_size_ - first_unit;
-      const int64_t u1 = (c + 1) * r.block / hash_block_size_ - first_unit;
-      for (int64_t u = u0; u < u1; ++u) unit_tier[u] = std::max<int8_t>(unit_tier[u], t);
+  ForEachNeededKey(hashes, gpu_hit, end, [&](const GroupRule& r, int64_t, uint64_t key) {
+    const int t = TierOf(key, now, nullptr);
+    tiers_[t]->Pin(key);
+    st.pinned.push_back({t, key});
+    stats_.tiers[t].loaded_blocks += 1;
+    stats_.tiers[t].loaded_bytes += r.bytes;
+    rank_bytes[t] += r.rank_bytes;
+    if (t > 0) {  // staged through the CPU tier, which keeps a copy
+      promote.push_back(key);
+      promote_bytes.push_back(slot_bytes_);
+      promoted_rank_bytes += r.rank_bytes;
     }
-  }
-  std::fill(std::begin(st.split), std::end(st.split), 0);
-  for (int8_t t : unit_tier) st.split[t] += hash_block_size_;
+  });
   // The secondary tiers read into CPU memory first; the GPU link then carries everything.
   int64_t staged = now;
   for (size_t t = 1; t < tiers_.size(); ++t) {

@@ -68,6 +68,12 @@ class OffloadingConnector {
   void StoreAfterStep(KvRequestHandle h, int64_t computed_end, int64_t prompt_tokens,
                       int64_t step_end_ns);
 
+  // What the tiers would add to a GPU hit of `gpu_hit` for a prompt with `hashes`, by tier (CPU
+  // first), added to split[] (kMaxOffloadTiers): a peek for routers, which neither counts for
+  // store_threshold nor touches the LRU.
+  void PeekSplit(const std::vector<HashPair>& hashes, int64_t num_tokens, int64_t gpu_hit,
+                 int64_t now, int64_t* split);
+
   // The load of the request in progress, if any, ends at; -1 when none.
   int64_t LoadDoneNs(KvRequestHandle h) const;
   bool loads_in_flight() const { return loads_in_flight_ > 0; }
@@ -106,6 +112,13 @@ class OffloadingConnector {
   int TierOf(uint64_t key, int64_t now, bool* pending) const;
   int64_t GroupHit(const GroupRule& r, const std::vector<HashPair>& hashes, int64_t gpu_hit,
                    int64_t max_hit, int64_t now, bool* defer);
+  int64_t HitEnd(const std::vector<HashPair>& hashes, int64_t num_tokens, int64_t gpu_hit,
+                 int64_t now, bool* defer);
+  template <typename F>
+  void ForEachNeededKey(const std::vector<HashPair>& hashes, int64_t gpu_hit, int64_t end,
+                        F&& f) const;
+  void SplitByTier(const std::vector<HashPair>& hashes, int64_t gpu_hit, int64_t end, int64_t now,
+                   int64_t* split) const;
   RequestOffload& State(KvRequestHandle h);
   bool HeldOnGpu(KvRequestHandle h, int group, int64_t block) const;
   void SetNextStore(RequestOffload& st, int64_t tokens, bool round_up);

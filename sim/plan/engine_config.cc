@@ -220,6 +220,12 @@ absl::Status ParseFleet(const JsonConfig& doc, const nlohmann::json& root, Fleet
   if (max_blocks) fleet.view.max_blocks = static_cast<int64_t>(*max_blocks);
   PREFIXSIM_ASSIGN_OR_RETURN(auto ttl, doc.OptionalNumber(*it, "router", "ttl_s", 1e-3, 1e12));
   if (ttl) fleet.view.ttl_s = *ttl;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto cpu_w,
+                             doc.OptionalNumber(*it, "router", "cpu_tier_weight", 0, 1e6));
+  if (cpu_w) fleet.view.cpu_tier_weight = *cpu_w;
+  PREFIXSIM_ASSIGN_OR_RETURN(auto storage_w,
+                             doc.OptionalNumber(*it, "router", "storage_tier_weight", 0, 1e6));
+  if (storage_w) fleet.view.storage_tier_weight = *storage_w;
   return absl::OkStatus();
 }
 
@@ -382,7 +388,7 @@ const std::vector<ConfigObjectFields>& EngineJsonFields() {
       {"kv_offload_link", {"load_gbps", "store_gbps", "slot_sizing"}},
       {"router",
        {"name", "overlap_weight", "ttft_slo_ms", "view", "event_delay_ms", "event_loss",
-        "max_blocks", "ttl_s"}},
+        "max_blocks", "ttl_s", "cpu_tier_weight", "storage_tier_weight"}},
   };
   return *fields;
 }

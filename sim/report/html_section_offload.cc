@@ -15,24 +15,25 @@ namespace {
 std::string TierTable(const ReplayResult& r, int color) {
   const int64_t queries = r.prefix_cache.queries - r.prefix_cache.preempted_queries;
   std::string s = absl::StrCat(
-      "<table class=\"offload\" data-policy=\"", Escape(r.policy), "\"><caption>",
-      Swatch(color), Escape(r.policy),
+      "<table class=\"offload\" data-policy=\"", Escape(r.policy), "\"><caption>", Swatch(color),
+      Escape(r.policy),
       "</caption><thead><tr><th>tier</th><th>capacity</th><th>hit tokens</th><th>of tokens "
       "looked up (%)</th><th>stored blocks</th><th>loaded blocks</th><th>stored, never "
-      "loaded</th><th>evicted</th><th>refused stores</th><th>peak use (%)</th></tr></thead><tbody>");
+      "loaded</th><th>evicted</th><th>refused stores</th><th>peak use "
+      "(%)</th></tr></thead><tbody>");
   absl::StrAppend(&s, "<tr data-tier=\"GPU\"><td>GPU</td><td></td><td>",
                   Thousands(r.offload.gpu_hit_tokens), "</td><td>",
                   Number(Pct(r.offload.gpu_hit_tokens, queries), 2),
                   "</td><td></td><td></td><td></td><td></td><td></td><td></td></tr>");
   for (const OffloadTierStats& t : r.offload.tiers) {
-    absl::StrAppend(
-        &s, "<tr data-tier=\"", Escape(t.medium), "\"><td>", Escape(t.medium), "</td><td>",
-        html::Bytes(static_cast<double>(t.capacity_bytes)), " (", Thousands(t.capacity_blocks),
-        " blocks)</td><td>", Thousands(t.hit_tokens), "</td><td>",
-        Number(Pct(t.hit_tokens, queries), 2), "</td><td>", Thousands(t.stored_blocks),
-        "</td><td>", Thousands(t.loaded_blocks), "</td><td>", Thousands(t.never_loaded_blocks),
-        "</td><td>", Thousands(t.evicted_blocks), "</td><td>", Thousands(t.store_failures),
-        "</td><td>", Number(Pct(t.peak_used_bytes, t.capacity_bytes), 1), "</td></tr>");
+    absl::StrAppend(&s, "<tr data-tier=\"", Escape(t.medium), "\"><td>", Escape(t.medium),
+                    "</td><td>", html::Bytes(static_cast<double>(t.capacity_bytes)), " (",
+                    Thousands(t.capacity_blocks), " blocks)</td><td>", Thousands(t.hit_tokens),
+                    "</td><td>", Number(Pct(t.hit_tokens, queries), 2), "</td><td>",
+                    Thousands(t.stored_blocks), "</td><td>", Thousands(t.loaded_blocks),
+                    "</td><td>", Thousands(t.never_loaded_blocks), "</td><td>",
+                    Thousands(t.evicted_blocks), "</td><td>", Thousands(t.store_failures),
+                    "</td><td>", Number(Pct(t.peak_used_bytes, t.capacity_bytes), 1), "</td></tr>");
   }
   absl::StrAppend(&s, "</tbody></table>\n");
   return s;
@@ -58,8 +59,9 @@ std::string TiersOverTime(const ReplayResult& r, int color, const ArrivalBins& a
     s.name = r.offload.tiers[t].medium;
     c.series.push_back(std::move(s));
   }
-  c.note = "Each tier's share of the prompt tokens of each window's requests, at their first "
-           "admission (the windows of the hit rate over time).";
+  c.note =
+      "Each tier's share of the prompt tokens of each window's requests, at their first "
+      "admission (the windows of the hit rate over time).";
   return html::LineChart(c);
 }
 

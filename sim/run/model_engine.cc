@@ -75,6 +75,18 @@ absl::Status ApplyEngineOverrides(const EngineOverrides& o, EngineConfig& engine
     }
     engine.fleet.view.ttl_s = *o.router_ttl_s;
   }
+  for (auto [value, out, name] :
+       {std::tuple{o.router_cpu_tier_weight, &engine.fleet.view.cpu_tier_weight,
+                   "router_cpu_tier_weight"},
+        std::tuple{o.router_storage_tier_weight, &engine.fleet.view.storage_tier_weight,
+                   "router_storage_tier_weight"}}) {
+    if (!value) continue;
+    if (!(*value >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("`", name, "`: ", *value, " is not a weight (0 or more)"));
+    }
+    *out = *value;
+  }
   if (o.ttft_slo_ms) {
     if (!(*o.ttft_slo_ms > 0)) {
       return absl::InvalidArgumentError(

@@ -54,6 +54,8 @@ struct EngineOverrides {
   std::optional<double> kv_event_loss;
   std::optional<int64_t> router_max_blocks;
   std::optional<double> router_ttl_s;
+  std::optional<double> router_cpu_tier_weight;
+  std::optional<double> router_storage_tier_weight;
 };
 
 struct ModelEngineOptions {

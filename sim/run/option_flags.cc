@@ -48,6 +48,8 @@ const std::vector<std::pair<std::string, std::string>>& OptionFlags() {
       {"router_ttl_s", "--router-ttl-s"},
       {"router.ttl_s", "--router-ttl-s"},
       {"kv_offloading_size", "--kv-offloading-size"},
+      {"router_cpu_tier_weight", "--router-cpu-tier-weight"},
+      {"router_storage_tier_weight", "--router-storage-tier-weight"},
       {"kv_offload_slot_sizing", "--kv-offload-slot-sizing"},
       {"kv_offload_load_gbps", "--kv-offload-load-gbps"},
       {"kv_offload_store_gbps", "--kv-offload-store-gbps"},

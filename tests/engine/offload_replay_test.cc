@@ -181,6 +181,30 @@ TEST(OffloadReplayTest, ASharedTierServesOneReplicaWhatAnotherStored) {
   EXPECT_EQ(shared.offload.tiers[1].stored_blocks, 5);  // A's 4, then r1's block past its hit
 }
 
+// kv_aware sees the tiers: two replicas, A computed on replica 0 and pushed out of its GPU into its
+// CPU tier by C, then B decoding there. For A + 16 new tokens both GPUs hold nothing, so a router
+// blind to tiers picks the idle replica 1 (cost 80 against 80 + B's tokens) and misses; with
+// llm-d's weight 0.8 replica 0's 64 CPU tokens count 51, it wins, and the request loads them.
+TEST(OffloadReplayTest, AKvAwareRouterWeighsTokensInATier) {
+  const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 9);
+  const std::vector<uint32_t> a = Iota(64);
+  EngineConfig e = WithCpuTier(64);
+  e.fleet.replicas = 2;
+  e.fleet.router = "kv_aware";
+  const std::vector<Request> reqs = {Req(0, 0, a, 1), Req(1, 5, Iota(128, 1000), 1),
+                                     Req(2, 9, Iota(16, 3000), 60),
+                                     Req(3, 10, Concat(a, Iota(16, 5000)), 1)};
+  const ReplayResult weighed = MustReplay(plan, e, reqs);
+  ASSERT_EQ(weighed.per_request[1].replica, 0);
+  ASSERT_EQ(weighed.per_request[2].replica, 0);
+  EXPECT_EQ(weighed.per_request[3].replica, 0);
+  EXPECT_EQ(weighed.per_request[3].tier_hit_tokens[0], 64);
+  e.fleet.view.cpu_tier_weight = 0;
+  const ReplayResult blind = MustReplay(plan, e, reqs);
+  EXPECT_EQ(blind.per_request[3].replica, 1);
+  EXPECT_EQ(blind.per_request[3].hit_tokens, 0);
+}
+
 TEST(OffloadConfigTest, TheEngineJsonNamesTheFieldItRefuses) {
   auto parse = [](const std::string& extra) {
     return ParseEngineJson(R"({"num_gpu_blocks": 100, )" + extra + "}", "e.json");

@@ -89,6 +89,8 @@ std::map<std::string, std::string> EngineFingerprint(const EngineConfig& e) {
   f["router.event_loss"] = std::to_string(e.fleet.view.event_loss);
   f["router.max_blocks"] = std::to_string(e.fleet.view.max_blocks);
   f["router.ttl_s"] = std::to_string(e.fleet.view.ttl_s);
+  f["router.cpu_tier_weight"] = std::to_string(e.fleet.view.cpu_tier_weight);
+  f["router.storage_tier_weight"] = std::to_string(e.fleet.view.storage_tier_weight);
   const KvOffloadConfig& o = e.kv_offload;
   f["kv_offload.kv_offloading_size"] = std::to_string(o.kv_offloading_size_gib);
   f["kv_offload.store_threshold"] = std::to_string(o.store_threshold);
@@ -250,6 +252,10 @@ TEST(EveryInputTest, EveryOverrideFlagTakesEffectOrIsRefused) {
       {"router-ttl-s", {"--router-ttl-s 60", ConfigKey("router.ttl_s")}},
       {"kv-offloading-size",
        {"--kv-offloading-size 256", ConfigKey("kv_offload.kv_offloading_size")}},
+      {"router-cpu-tier-weight",
+       {"--router-cpu-tier-weight 0.5", ConfigKey("router.cpu_tier_weight")}},
+      {"router-storage-tier-weight",
+       {"--router-storage-tier-weight 0.5", ConfigKey("router.storage_tier_weight")}},
       {"kv-offload-store-threshold",
        {"--kv-offload-store-threshold 2", ConfigKey("kv_offload.store_threshold")}},
       {"kv-offload-prompt-only",
@@ -436,6 +442,12 @@ TEST(EveryInputTest, EveryEngineFieldTakesEffectOrIsRefused) {
       {"router.max_blocks",
        {none, {{"router", {{"max_blocks", 1000}}}}, ConfigKey("router.max_blocks")}},
       {"router.ttl_s", {none, {{"router", {{"ttl_s", 60.0}}}}, ConfigKey("router.ttl_s")}},
+      {"router.cpu_tier_weight",
+       {none, {{"router", {{"cpu_tier_weight", 0.5}}}}, ConfigKey("router.cpu_tier_weight")}},
+      {"router.storage_tier_weight",
+       {none,
+        {{"router", {{"storage_tier_weight", 0.5}}}},
+        ConfigKey("router.storage_tier_weight")}},
       {"kv_offloading_size",
        {none, {{"kv_offloading_size", 256}}, ConfigKey("kv_offload.kv_offloading_size")}},
       {"kv_transfer_config",
