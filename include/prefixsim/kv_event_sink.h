@@ -24,6 +24,11 @@ class KvEventSink {
   virtual void OnBlockStored(int group, const ChunkHash& hash) = 0;
   // One block's key was dropped (evicted, or re-keyed by a partial block that grew).
   virtual void OnBlockRemoved(int group, const ChunkHash& hash) = 0;
+  // A block of group `group`, named by its block hash, was written to or dropped from the offload
+  // tier `medium` ("CPU", "FS", ...; docs/semantics.md §16). vLLM's offload events carry the hash
+  // alone: no tokens, no parent.
+  virtual void OnTierBlockStored(const char* /*medium*/, int /*group*/, uint64_t /*block_hash*/) {}
+  virtual void OnTierBlockRemoved(const char* /*medium*/, int /*group*/, uint64_t /*block_hash*/) {}
   // The engine scheduled a step at simulated time `now_ns` (vLLM publishes one batch per step,
   // after scheduling). Called by the simulator, not the manager.
   virtual void OnStepScheduled(int64_t now_ns) = 0;

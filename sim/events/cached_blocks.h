@@ -1,6 +1,7 @@
 // What a consumer of KV events knows of an engine's cache: the blocks stored and not yet removed,
 // per group, counted (vLLM does not de-duplicate: two blocks may be cached under one hash, and
-// each is stored and removed on its own). A router's view of a replica, kept only from the events.
+// each is stored and removed on its own). A router's view of a replica, kept only from the events:
+// the GPU pool's; events of offload tiers (medium other than GPU) are left out.
 #ifndef PREFIXSIM_SIM_EVENTS_CACHED_BLOCKS_H_
 #define PREFIXSIM_SIM_EVENTS_CACHED_BLOCKS_H_
 

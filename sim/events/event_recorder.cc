@@ -148,12 +148,29 @@ void EventRecorder::OnBlockStored(int group, const ChunkHash& hash) {
 }
 
 void EventRecorder::OnBlockRemoved(int group, const ChunkHash& hash) {
+  PushRemoved(kMediumGpu, group, hash.hash);
+}
+
+void EventRecorder::PushRemoved(const char* medium, int group, uint64_t block_hash) {
   BlockRemoved e;
-  e.block_hashes.push_back(hash.hash);
-  e.medium = kMediumGpu;
+  e.block_hashes.push_back(block_hash);
+  e.medium = medium;
   e.group_idx = group;
   pending_.emplace_back(std::move(e));
   last_group_ = -1;
+}
+
+void EventRecorder::OnTierBlockStored(const char* medium, int group, uint64_t block_hash) {
+  BlockStored e;
+  e.block_hashes.push_back(block_hash);
+  e.medium = medium;
+  e.group_idx = group;
+  pending_.emplace_back(std::move(e));
+  last_group_ = -1;
+}
+
+void EventRecorder::OnTierBlockRemoved(const char* medium, int group, uint64_t block_hash) {
+  PushRemoved(medium, group, block_hash);
 }
 
 void EventRecorder::OnStepScheduled(int64_t now_ns) {

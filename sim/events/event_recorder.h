@@ -48,6 +48,8 @@ class EventRecorder final : public KvEventSink {
                         int64_t num_chunks) override;
   void OnBlockStored(int group, const ChunkHash& hash) override;
   void OnBlockRemoved(int group, const ChunkHash& hash) override;
+  void OnTierBlockStored(const char* medium, int group, uint64_t block_hash) override;
+  void OnTierBlockRemoved(const char* medium, int group, uint64_t block_hash) override;
   void OnStepScheduled(int64_t now_ns) override;
   bool DeliversInRunOrder() const override { return hold_; }
   void Deliver() override;
@@ -67,6 +69,7 @@ class EventRecorder final : public KvEventSink {
     std::string kind;
     std::optional<int64_t> sliding_window;
   };
+  void PushRemoved(const char* medium, int group, uint64_t block_hash);
   // The chunk index of `hash` in the current request's chunks, or -1.
   int64_t FindChunk(int group, const ChunkHash& hash);
 

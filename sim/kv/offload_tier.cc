@@ -64,8 +64,9 @@ void OffloadTier::Touch(absl::Span<const uint64_t> keys) {
   }
 }
 
-void OffloadTier::Evict(uint32_t e) {
+void OffloadTier::Evict(uint32_t e, KvEventSink* sink) {
   Entry& x = entries_[e];
+  if (sink != nullptr) sink->OnTierBlockRemoved(medium_.c_str(), x.group, x.block_hash);
   Unlink(e);
   used_bytes_ -= x.bytes;
   counters_.evicted_blocks += 1;
@@ -74,19 +75,17 @@ void OffloadTier::Evict(uint32_t e) {
   free_entries_.push_back(e);
 }
 
-bool OffloadTier::Store(absl::Span<const uint64_t> keys, absl::Span<const int64_t> bytes,
-                        int64_t ready_ns) {
-  PREFIXSIM_CHECK(keys.size() == bytes.size());
+bool OffloadTier::Store(absl::Span<const TierBlock> blocks, int64_t ready_ns, KvEventSink* sink) {
   // The store's keys already present are flagged: protected from eviction below (vLLM protects a
   // store's own keys) and skipped when inserting.
   int64_t needed = 0;
   flagged_.clear();
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (auto it = index_.find(keys[i]); it != index_.end()) {
+  for (const TierBlock& b : blocks) {
+    if (auto it = index_.find(b.key); it != index_.end()) {
       entries_[it->second].protected_now = true;
       flagged_.push_back(it->second);
     } else {
-      needed += bytes[i];
+      needed += b.bytes;
     }
   }
   bool stored = true;
@@ -106,24 +105,26 @@ bool OffloadTier::Store(absl::Span<const uint64_t> keys, absl::Span<const int64_
       counters_.store_failures += 1;
       stored = false;
     } else {
-      for (uint32_t e : victims_) Evict(e);
+      for (uint32_t e : victims_) Evict(e, sink);
     }
   }
   if (stored && needed > 0) {
-    for (size_t i = 0; i < keys.size(); ++i) {
+    for (const TierBlock& b : blocks) {
       const uint32_t e =
           free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
-      const auto [it, inserted] = index_.try_emplace(keys[i], e);
+      const auto [it, inserted] = index_.try_emplace(b.key, e);
       if (!inserted) continue;
       if (free_entries_.empty()) {
         entries_.emplace_back();
       } else {
         free_entries_.pop_back();
       }
-      entries_[e] = Entry{keys[i], bytes[i], ready_ns, 0, false, false, kNil, kNil};
+      entries_[e] =
+          Entry{b.key, b.bytes, b.block_hash, b.group, ready_ns, 0, false, false, kNil, kNil};
       LinkNewest(e);
-      used_bytes_ += bytes[i];
+      used_bytes_ += b.bytes;
       counters_.stored_blocks += 1;
+      if (sink != nullptr) sink->OnTierBlockStored(medium_.c_str(), b.group, b.block_hash);
     }
     counters_.peak_used_bytes = std::max(counters_.peak_used_bytes, used_bytes_);
   }

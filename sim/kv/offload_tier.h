@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "prefixsim/kv_event_sink.h"
 
 namespace prefixsim::kv {
 
@@ -26,6 +27,14 @@ class TransferLink {
  private:
   double bytes_per_s_;
   int64_t free_at_ns_ = 0;
+};
+
+// One block a store writes: its key, what it costs the tier, and its name in KV events.
+struct TierBlock {
+  uint64_t key = 0;
+  int64_t bytes = 0;
+  uint64_t block_hash = 0;
+  int32_t group = 0;
 };
 
 // The keys of one tier, least recently used first. A key (a block hash and its group,
@@ -60,10 +69,11 @@ class OffloadTier {
   // (a request's first block) ends most recent and a prefix's tail is evicted before its head.
   void Touch(absl::Span<const uint64_t> keys);
 
-  // Stores the keys not present, each of `bytes[i]`, whose writes land at `ready_ns`: all of them
-  // or none. Makes room by evicting unpinned keys that are not among `keys`, least recent first;
-  // if that cannot make enough, stores nothing, counts a failure and returns false.
-  bool Store(absl::Span<const uint64_t> keys, absl::Span<const int64_t> bytes, int64_t ready_ns);
+  // Stores the blocks whose keys are not present, writes landing at `ready_ns`: all of them or
+  // none. Makes room by evicting unpinned keys that are not among the blocks', least recent
+  // first; if that cannot make enough, stores nothing, counts a failure and returns false. The
+  // evictions and stores go to `sink` (null: none) as this tier's KV events.
+  bool Store(absl::Span<const TierBlock> blocks, int64_t ready_ns, KvEventSink* sink = nullptr);
 
   // A load reads the key: pinned until Unpin, and counted.
   void Pin(uint64_t key);
@@ -81,6 +91,8 @@ class OffloadTier {
   struct Entry {
     uint64_t key = 0;
     int64_t bytes = 0;
+    uint64_t block_hash = 0;
+    int32_t group = 0;
     int64_t ready_ns = 0;
     int32_t pins = 0;
     bool loaded = false;
@@ -91,7 +103,7 @@ class OffloadTier {
 
   void Unlink(uint32_t e);
   void LinkNewest(uint32_t e);
-  void Evict(uint32_t e);
+  void Evict(uint32_t e, KvEventSink* sink);
 
   std::string medium_;
   int64_t capacity_bytes_;

@@ -264,10 +264,9 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
   std::fill(std::begin(st.split), std::end(st.split), 0);
   SplitByTier(hashes, gpu_hit, end, now, st.split);
   std::vector<int64_t> rank_bytes(tiers_.size(), 0);
-  std::vector<uint64_t> promote;
-  std::vector<int64_t> promote_bytes;
+  std::vector<TierBlock> promote;
   int64_t promoted_rank_bytes = 0;
-  ForEachNeededKey(hashes, gpu_hit, end, [&](const GroupRule& r, int64_t, uint64_t key) {
+  ForEachNeededKey(hashes, gpu_hit, end, [&](const GroupRule& r, int64_t c, uint64_t key) {
     const int t = TierOf(key, now, nullptr);
     tiers_[t]->Pin(key);
     st.pinned.push_back({t, key});
@@ -275,8 +274,7 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
     stats_.tiers[t].loaded_bytes += r.bytes;
     rank_bytes[t] += r.rank_bytes;
     if (t > 0) {  // staged through the CPU tier, which keeps a copy
-      promote.push_back(key);
-      promote_bytes.push_back(slot_bytes_);
+      promote.push_back({key, slot_bytes_, hashes[(c + 1) * r.ratio - 1].hash, r.group});
       promoted_rank_bytes += r.rank_bytes;
     }
   });
@@ -291,9 +289,9 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
     done = std::max(done, tiers_[0]->read_link().Transfer(promoted_rank_bytes, staged));
     // The staged copies are CPU stores that this load reads.
     const int64_t stored_before = tiers_[0]->counters().stored_blocks;
-    if (tiers_[0]->Store(promote, promote_bytes, staged)) {
+    if (tiers_[0]->Store(promote, staged, EventSink())) {
       stats_.tiers[0].stored_blocks += tiers_[0]->counters().stored_blocks - stored_before;
-      for (const uint64_t key : promote) tiers_[0]->MarkLoaded(key);
+      for (const TierBlock& b : promote) tiers_[0]->MarkLoaded(b.key);
     }
   }
   // The request is admitted by a later step at the earliest (WAITING_FOR_REMOTE_KVS).
@@ -347,6 +345,9 @@ void OffloadingConnector::LastLoadSplit(KvRequestHandle h, int64_t* out) const {
 
 // vLLM stores only blocks the GPU still holds: a block that left a window, or a mamba state the
 // request no longer keeps, is the null block in its table and is skipped.
+// The replica's KV event sink, if it has one: tier events carry the tier's medium.
+KvEventSink* OffloadingConnector::EventSink() const { return state_->pool().event_sink(); }
+
 bool OffloadingConnector::HeldOnGpu(KvRequestHandle h, int group, int64_t block) const {
   const GroupBlocks& gb = state_->request_state(h).groups[group];
   const int64_t usable = static_cast<int64_t>(gb.blocks.size()) - gb.num_speculative;
@@ -360,50 +361,49 @@ void OffloadingConnector::StoreAfterStep(KvRequestHandle h, int64_t computed_end
       config_.offload_prompt_only ? std::min(computed_end, prompt_tokens) : computed_end;
   if (offloadable < st.next_store_tokens) return;
   const std::vector<HashPair>& hashes = state_->HashesOf(h, offloadable);
-  keys_.clear();
-  bytes_.clear();
+  // The CPU tier's blocks cost a slot each; each secondary tier's, the group's real bytes.
+  blocks_.clear();
+  real_blocks_.clear();
+  rank_bytes_.clear();
   int64_t rank_bytes = 0;
-  std::vector<int64_t> real_bytes, key_rank_bytes;
   for (size_t i = 0; i < rules_.size(); ++i) {
     const GroupRule& r = rules_[i];
     for (int64_t c = st.next_store[i]; c < offloadable / r.block; ++c) {
       if (!HeldOnGpu(h, r.group, c)) continue;
-      const uint64_t key = OffloadKey(hashes[(c + 1) * r.ratio - 1].hash, r.group);
+      const uint64_t hash = hashes[(c + 1) * r.ratio - 1].hash;
+      const uint64_t key = OffloadKey(hash, r.group);
       if (tiers_[0]->Contains(key)) continue;
       if (tracker_ && tracker_->Lookups(key) < config_.store_threshold) {
         stats_.stores_skipped += 1;
         continue;
       }
-      keys_.push_back(key);
-      bytes_.push_back(slot_bytes_);
-      real_bytes.push_back(r.bytes);
-      key_rank_bytes.push_back(r.rank_bytes);
+      blocks_.push_back({key, slot_bytes_, hash, static_cast<int32_t>(r.group)});
+      real_blocks_.push_back({key, r.bytes, hash, static_cast<int32_t>(r.group)});
+      rank_bytes_.push_back(r.rank_bytes);
       rank_bytes += r.rank_bytes;
     }
   }
-  if (!keys_.empty()) {
+  if (!blocks_.empty()) {
     const int64_t ready = tiers_[0]->write_link().Transfer(rank_bytes, step_end_ns);
     // All or nothing; refused, the same blocks are offered again after the next step.
-    if (!tiers_[0]->Store(keys_, bytes_, ready)) return;
+    if (!tiers_[0]->Store(blocks_, ready, EventSink())) return;
     OffloadTierStats& cpu = stats_.tiers[0];
-    cpu.stored_blocks += static_cast<int64_t>(keys_.size());
-    for (int64_t b : real_bytes) cpu.stored_bytes += b;
+    cpu.stored_blocks += static_cast<int64_t>(blocks_.size());
+    for (const TierBlock& b : real_blocks_) cpu.stored_bytes += b.bytes;
     // The secondary tiers are written through from CPU memory, each at its own rate.
     for (size_t t = 1; t < tiers_.size(); ++t) {
-      std::vector<uint64_t> keys;
-      std::vector<int64_t> bytes;
+      std::vector<TierBlock> blocks;
       int64_t tier_rank_bytes = 0, tier_bytes = 0;
-      for (size_t k = 0; k < keys_.size(); ++k) {
-        if (tiers_[t]->Contains(keys_[k])) continue;
-        keys.push_back(keys_[k]);
-        bytes.push_back(real_bytes[k]);
-        tier_bytes += real_bytes[k];
-        tier_rank_bytes += key_rank_bytes[k];
+      for (size_t k = 0; k < real_blocks_.size(); ++k) {
+        if (tiers_[t]->Contains(real_blocks_[k].key)) continue;
+        blocks.push_back(real_blocks_[k]);
+        tier_bytes += real_blocks_[k].bytes;
+        tier_rank_bytes += rank_bytes_[k];
       }
-      if (keys.empty()) continue;
+      if (blocks.empty()) continue;
       const int64_t landed = tiers_[t]->write_link().Transfer(tier_rank_bytes, ready);
-      if (!tiers_[t]->Store(keys, bytes, landed)) continue;
-      stats_.tiers[t].stored_blocks += static_cast<int64_t>(keys.size());
+      if (!tiers_[t]->Store(blocks, landed, EventSink())) continue;
+      stats_.tiers[t].stored_blocks += static_cast<int64_t>(blocks.size());
       stats_.tiers[t].stored_bytes += tier_bytes;
     }
   }

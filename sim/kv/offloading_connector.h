@@ -121,6 +121,7 @@ class OffloadingConnector {
                    int64_t* split) const;
   RequestOffload& State(KvRequestHandle h);
   bool HeldOnGpu(KvRequestHandle h, int group, int64_t block) const;
+  KvEventSink* EventSink() const;
   void SetNextStore(RequestOffload& st, int64_t tokens, bool round_up);
   int64_t CpuSlotBytes(int64_t group_bytes) const;
 
@@ -140,7 +141,8 @@ class OffloadingConnector {
   int64_t loads_in_flight_ = 0;
   OffloadStats stats_;
   std::vector<uint64_t> keys_;  // scratch
-  std::vector<int64_t> bytes_;
+  std::vector<TierBlock> blocks_, real_blocks_;
+  std::vector<int64_t> rank_bytes_;
 };
 
 }  // namespace prefixsim::kv

@@ -41,10 +41,9 @@ struct Fixture {
   void Put(int group, int64_t block, int64_t block_tokens, int64_t ready_ns = 0) {
     const auto& hashes = kv.impl()->HashesOf(h, request.prompt_tokens);
     const int64_t ratio = block_tokens / kv.plan().hash_block_size;
-    const uint64_t key = OffloadKey(hashes[(block + 1) * ratio - 1].hash, group);
-    const uint64_t keys[] = {key};
-    const int64_t bytes[] = {1024};
-    ASSERT_TRUE(offload->tier(0).Store(keys, bytes, ready_ns));
+    const uint64_t hash = hashes[(block + 1) * ratio - 1].hash;
+    const TierBlock blocks[] = {{OffloadKey(hash, group), 1024, hash, group}};
+    ASSERT_TRUE(offload->tier(0).Store(blocks, ready_ns));
   }
   KvCacheManager kv;
   Request request;
@@ -171,17 +170,17 @@ TEST(OffloadingConnectorTest, SlotSizingDecidesHowManyKeysTheCpuTierHolds) {
 // pinned by a load) stores nothing and counts a failure.
 TEST(OffloadTierTest, EvictsLeastRecentlyUsedAndRefusesWhenNothingCanGo) {
   OffloadTier tier("CPU", 2048, 1e9, 1e9);
-  const uint64_t a[] = {1}, b[] = {2}, c[] = {3};
-  const int64_t kib[] = {1024};
-  ASSERT_TRUE(tier.Store(a, kib, 0));
-  ASSERT_TRUE(tier.Store(b, kib, 0));
-  tier.Touch(a);  // b is now the least recent
-  ASSERT_TRUE(tier.Store(c, kib, 0));
+  const TierBlock a[] = {{1, 1024}}, b[] = {{2, 1024}}, c[] = {{3, 1024}};
+  ASSERT_TRUE(tier.Store(a, 0));
+  ASSERT_TRUE(tier.Store(b, 0));
+  const uint64_t touched[] = {1};
+  tier.Touch(touched);  // 2 is now the least recent
+  ASSERT_TRUE(tier.Store(c, 0));
   EXPECT_TRUE(tier.Contains(1));
   EXPECT_FALSE(tier.Contains(2));
   tier.Pin(1);
   tier.Pin(3);
-  EXPECT_FALSE(tier.Store(b, kib, 0));
+  EXPECT_FALSE(tier.Store(b, 0));
   EXPECT_EQ(tier.counters().store_failures, 1);
   EXPECT_EQ(tier.counters().evicted_never_loaded, 1);  // key 2 was never read
 }
