@@ -127,6 +127,14 @@ run::EngineOverrides ToOverrides(const py::dict& d) {
   o.kv_event_loss = Get<double>(d, "kv_event_loss");
   o.router_max_blocks = Get<int64_t>(d, "router_max_blocks");
   o.router_ttl_s = Get<double>(d, "router_ttl_s");
+  o.router_cpu_tier_weight = Get<double>(d, "router_cpu_tier_weight");
+  o.router_storage_tier_weight = Get<double>(d, "router_storage_tier_weight");
+  o.kv_offloading_size = Get<double>(d, "kv_offloading_size");
+  o.kv_offload_store_threshold = Get<int64_t>(d, "kv_offload_store_threshold");
+  o.kv_offload_prompt_only = Get<bool>(d, "kv_offload_prompt_only");
+  o.kv_offload_slot_sizing = Get<std::string>(d, "kv_offload_slot_sizing");
+  o.kv_offload_load_gbps = Get<double>(d, "kv_offload_load_gbps");
+  o.kv_offload_store_gbps = Get<double>(d, "kv_offload_store_gbps");
   return o;
 }
 

@@ -122,6 +122,14 @@ ENGINE_OVERRIDES = {
     "kv_event_loss": _float(0, 1),
     "router_max_blocks": _int(1),
     "router_ttl_s": _float(0, strict_minimum=True),
+    "router_cpu_tier_weight": _float(0),
+    "router_storage_tier_weight": _float(0),
+    "kv_offloading_size": _float(0),
+    "kv_offload_store_threshold": _int(0),
+    "kv_offload_prompt_only": _bool,
+    "kv_offload_slot_sizing": _str,
+    "kv_offload_load_gbps": _float(0, strict_minimum=True),
+    "kv_offload_store_gbps": _float(0, strict_minimum=True),
 }
 
 # Trace shaping (the CLI's "trace shaping" flags).

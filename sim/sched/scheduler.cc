@@ -166,7 +166,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch, int64_t now) {
       if (!req->kv.valid()) req->kv = kv_->AddRequest(req->request.get());
       if (config_.enable_prefix_caching) hit = kv_->GetComputedBlocks(req->kv);
       req->shared_prefix_boundary = hit.shared_prefix_boundary;
-      req->gpu_hit_tokens = hit.hit_tokens;
+      req->lookup_gpu_hit = hit.hit_tokens;
       if (offload_ != nullptr && config_.enable_prefix_caching) {
         const LoadStart load = TryStartLoad(req, hit, now);
         if (load == LoadStart::kStarted || load == LoadStart::kDeferred) {
@@ -235,9 +235,10 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch, int64_t now) {
         counters_.lost_to_alignment_tokens += hit.lost_to_alignment_tokens;
         window_.Observe(req->num_tokens, computed);
         if (offload_ != nullptr) {
+          req->gpu_hit_tokens = req->lookup_gpu_hit;
           counters_.gpu_hit_tokens += req->gpu_hit_tokens;
           for (int t = 0; t < kMaxOffloadTiers; ++t) {
-            if (!loaded) req->tier_hit_tokens[t] = 0;
+            req->tier_hit_tokens[t] = loaded ? req->load_split[t] : 0;
             counters_.tier_hit_tokens[t] += req->tier_hit_tokens[t];
           }
         }
@@ -274,12 +275,12 @@ Scheduler::LoadStart Scheduler::TryStartLoad(SimRequest* req, const PrefixHit& h
   req->load_start_ns = now;
   // A hit that reaches the end of the sequence leaves its last token to recompute.
   req->loaded_tokens = std::min(hit.hit_tokens + m.tokens, req->num_tokens - 1);
-  offload_->LastLoadSplit(req->kv, req->tier_hit_tokens);
+  offload_->LastLoadSplit(req->kv, req->load_split);
   if (req->loaded_tokens < hit.hit_tokens + m.tokens) {
     // The recomputed token is the tier's loss; charge it to the last tier in the split.
     for (int t = kMaxOffloadTiers - 1; t >= 0; --t) {
-      if (req->tier_hit_tokens[t] > 0) {
-        req->tier_hit_tokens[t] -= 1;
+      if (req->load_split[t] > 0) {
+        req->load_split[t] -= 1;
         break;
       }
     }

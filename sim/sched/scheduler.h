@@ -60,12 +60,15 @@ struct alignas(64) SimRequest {
   int64_t record_index = -1;  // into ReplayResult::per_request, -1 if not recorded
   size_t slot = 0;            // owner's storage slot
   // An offload tier's hit being loaded (vLLM's WAITING_FOR_REMOTE_KVS): the load ends at
-  // load_done_ns (-1: none), the request then holds loaded_tokens computed tokens, gpu_hit of
-  // them from the GPU pool. tier_hit_tokens: the first admission's split by tier.
+  // load_done_ns (-1: none), the request then holds loaded_tokens computed tokens, lookup_gpu_hit
+  // of them from the GPU pool and load_split[t] from tier t.
   int64_t load_done_ns = -1;
   bool load_ended = false;  // loaded, not admitted yet
   int64_t load_start_ns = 0;
   int64_t loaded_tokens = 0;
+  int64_t lookup_gpu_hit = 0;
+  int64_t load_split[kMaxOffloadTiers] = {};
+  // The first admission's hit by where it came from (the record's).
   int64_t gpu_hit_tokens = 0;
   int64_t tier_hit_tokens[kMaxOffloadTiers] = {};
   MissAttribution load_miss;  // the causes read at the load's lookup

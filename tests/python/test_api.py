@@ -195,3 +195,18 @@ def test_records_from_a_generator_and_frame_roundtrip():
     b = prefixsim.analyze(iter(records))
     assert a.to_json() == b.to_json()
     assert json.loads(a.to_json())["requests"] == 60
+
+
+def test_offload_tiers_split_the_hit(repo):
+    # A small GPU pool in front of a CPU tier (docs/offload.md): the per-request columns split
+    # each request's hit into the GPU's share and the CPU tier's, and add up to the summary's.
+    result = prefixsim.replay(repo / CHAT, "llama-3.1-8b", "llama-3.1-8b", "new",
+                              num_gpu_blocks=2000, kv_offloading_size=4)
+    offload = result.summary["offload"]
+    assert offload["tiers"][0]["medium"] == "CPU"
+    requests = result.requests
+    served = requests[requests["skipped"].isna() | (requests["skipped"] == "")]
+    assert (served["gpu_hit_tokens"] + served["cpu_hit_tokens"] == served["hit_tokens"]).all()
+    assert requests["cpu_hit_tokens"].sum() == offload["tiers"][0]["hit_tokens"] > 0
+    with pytest.raises(ValueError, match="kv_offload_slot_sizing"):
+        prefixsim.replay(repo / CHAT, *KIMI, kv_offloading_size=4, kv_offload_slot_sizing="bogus")
