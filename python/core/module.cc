@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "prefixsim/analyze.h"
 #include "prefixsim/engine.h"
@@ -492,6 +493,20 @@ py::dict RequestColumns(const ReplayResult& r) {
   for (int c = 1; c < kNumMissCauses; ++c) {
     columns[py::str(absl::StrCat(cause_names[c], "_tokens"))] =
         py::make_tuple(cause_tokens[c - 1], attributed_missing);
+  }
+  // With offload tiers, as the CSV: the GPU's share of each hit, then each tier's.
+  if (r.offload.enabled) {
+    auto gpu = NewColumn<int64_t>(n);
+    auto* gpu_p = gpu.mutable_data();
+    for (size_t i = 0; i < n; ++i) gpu_p[i] = records[i].gpu_hit_tokens;
+    columns["gpu_hit_tokens"] = gpu;
+    for (size_t t = 0; t < r.offload.tiers.size(); ++t) {
+      auto tier = NewColumn<int64_t>(n);
+      auto* tier_p = tier.mutable_data();
+      for (size_t i = 0; i < n; ++i) tier_p[i] = records[i].tier_hit_tokens[t];
+      columns[py::str(
+          absl::StrCat(absl::AsciiStrToLower(r.offload.tiers[t].medium), "_hit_tokens"))] = tier;
+    }
   }
   if (fleet) {
     columns["elsewhere_replica"] = py::make_tuple(elsewhere, elsewhere_missing);
