@@ -29,7 +29,6 @@ OffloadingConnector::OffloadingConnector(const KvPlan& plan, const EngineConfig&
                                          KvCacheManager* kv, const SharedTiers* shared,
                                          bool reports_shared)
     : config_(engine.kv_offload),
-      kv_(kv),
       state_(kv->impl()),
       hash_block_size_(plan.hash_block_size),
       reports_shared_(reports_shared) {
@@ -255,14 +254,15 @@ void OffloadingConnector::PeekSplit(const std::vector<HashPair>& hashes, int64_t
 }
 
 bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Match& match,
-                                    int64_t num_lookahead_tokens, int64_t now, int64_t* done_ns) {
+                                    int64_t num_lookahead_tokens, int64_t now, int64_t* done_ns,
+                                    int64_t* split) {
   PREFIXSIM_CHECK(match.tokens > 0 && !match.defer);
   if (!state_->AllocateSlotsForLoad(h, gpu_hit, match.tokens, num_lookahead_tokens)) return false;
   RequestOffload& st = State(h);
   const int64_t end = gpu_hit + match.tokens;
   const std::vector<HashPair>& hashes = state_->HashesOf(h, end);
-  std::fill(std::begin(st.split), std::end(st.split), 0);
-  SplitByTier(hashes, gpu_hit, end, now, st.split);
+  std::fill(split, split + kMaxOffloadTiers, 0);
+  SplitByTier(hashes, gpu_hit, end, now, split);
   std::vector<int64_t> rank_bytes(tiers_.size(), 0);
   std::vector<TierBlock> promote;
   int64_t promoted_rank_bytes = 0;
@@ -336,11 +336,6 @@ void OffloadingConnector::SetNextStore(RequestOffload& st, int64_t tokens, bool 
 
 int64_t OffloadingConnector::LoadDoneNs(KvRequestHandle h) const {
   return h.slot < requests_.size() ? requests_[h.slot].load_done_ns : -1;
-}
-
-void OffloadingConnector::LastLoadSplit(KvRequestHandle h, int64_t* out) const {
-  PREFIXSIM_CHECK(h.slot < requests_.size());
-  std::copy(std::begin(requests_[h.slot].split), std::end(requests_[h.slot].split), out);
 }
 
 // vLLM stores only blocks the GPU still holds: a block that left a window, or a mamba state the

@@ -52,9 +52,10 @@ class OffloadingConnector {
 
   // Allocates GPU blocks for the GPU hit and the `match` of the last Lookup (plus lookahead) and
   // starts loading it; false, with nothing changed, when the GPU pool cannot hold them. On
-  // success the load ends at *done_ns (after `now`; at least the next step).
+  // success the load ends at *done_ns (after `now`; at least the next step), and split[t]
+  // (kMaxOffloadTiers entries) holds the loaded tokens tier t serves.
   bool StartLoad(KvRequestHandle h, int64_t gpu_hit, const Match& match,
-                 int64_t num_lookahead_tokens, int64_t now, int64_t* done_ns);
+                 int64_t num_lookahead_tokens, int64_t now, int64_t* done_ns, int64_t* split);
   // The load ended: its blocks are published on the GPU, and `num_computed_tokens` become
   // computed (the hit, less one token when it reached the end of the sequence).
   void FinishLoad(KvRequestHandle h, int64_t num_computed_tokens);
@@ -84,8 +85,6 @@ class OffloadingConnector {
 
   // The counters so far (the tiers' occupancy included).
   OffloadStats Stats() const;
-  // Per-request split of the last StartLoad's hit by tier (tokens), into `out` (kMaxOffloadTiers).
-  void LastLoadSplit(KvRequestHandle h, int64_t* out) const;
 
  private:
   struct GroupRule {
@@ -104,7 +103,6 @@ class OffloadingConnector {
     int64_t next_store_tokens = 0;
     std::vector<std::pair<int, uint64_t>> pinned;  // (tier, key) read by the load in progress
     int64_t load_done_ns = -1;
-    int64_t split[kMaxOffloadTiers] = {};
   };
 
   // A key's first tier that holds it ready (-1: none); *pending when the CPU tier holds it but
@@ -126,7 +124,6 @@ class OffloadingConnector {
   int64_t CpuSlotBytes(int64_t group_bytes) const;
 
   KvOffloadConfig config_;
-  KvCacheManager* kv_;
   KvCacheState* state_;
   int64_t hash_block_size_;
   bool has_window_group_ = false;

@@ -268,14 +268,13 @@ Scheduler::LoadStart Scheduler::TryStartLoad(SimRequest* req, const PrefixHit& h
     req->load_miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
   }
   int64_t done = 0;
-  if (!offload_->StartLoad(req->kv, hit.hit_tokens, m, config_.num_lookahead_tokens, now, &done)) {
+  if (!offload_->StartLoad(req->kv, hit.hit_tokens, m, config_.num_lookahead_tokens, now, &done,
+                           req->load_split)) {
     return LoadStart::kNoRoom;
   }
   req->load_done_ns = done;
-  req->load_start_ns = now;
   // A hit that reaches the end of the sequence leaves its last token to recompute.
   req->loaded_tokens = std::min(hit.hit_tokens + m.tokens, req->num_tokens - 1);
-  offload_->LastLoadSplit(req->kv, req->load_split);
   if (req->loaded_tokens < hit.hit_tokens + m.tokens) {
     // The recomputed token is the tier's loss; charge it to the last tier in the split.
     for (int t = kMaxOffloadTiers - 1; t >= 0; --t) {

@@ -64,7 +64,6 @@ struct alignas(64) SimRequest {
   // of them from the GPU pool and load_split[t] from tier t.
   int64_t load_done_ns = -1;
   bool load_ended = false;  // loaded, not admitted yet
-  int64_t load_start_ns = 0;
   int64_t loaded_tokens = 0;
   int64_t lookup_gpu_hit = 0;
   int64_t load_split[kMaxOffloadTiers] = {};
