@@ -96,7 +96,9 @@ class KvCacheManager {
   // Work another thread can do for a manager of `plan` before `request` reaches it: the prompt's
   // block hashes (Request::prompt_hashes), which AddRequest and the routers' lookups then take
   // instead of computing them. Results are the same with or without it. Reads only `plan` and
-  // `request`: safe to run on a reader thread. Does nothing without prefix caching.
+  // `request`: safe to run on a reader thread. Does nothing without prefix caching, and keeps
+  // hashes already computed at the plan's hash unit (a search replaying one parsed trace under
+  // many plans hashes each prompt once per unit).
   static void PrepareRequest(const KvPlan& plan, Request* request);
   // Stops tracking; its handle is invalid from now on. REQUIRES: its blocks were freed with Free().
   void RemoveRequest(uint64_t request_id);

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "prefixsim/engine_config.h"
 #include "prefixsim/model.h"
+#include "prefixsim/policy.h"
 
 namespace prefixsim {
 
@@ -87,9 +88,11 @@ struct KvPlan {
 // Computes the plan. Errors (InvalidArgument) for configurations vLLM refuses at startup while
 // forming the groups and granularities. The memory check is not an error here: its result is
 // `startup_check`, so that a plan can always be shown; see CheckStartupMemory.
-// `policy` names a registered block-size policy.
+// `policy` names a registered block-size policy, or a policy file (policy.h).
 absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
                                      std::string_view policy);
+absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
+                                     const BlockSizePolicy& policy);
 
 // The startup memory check as vLLM enforces it before serving: InvalidArgument with
 // `startup_check.message` when it was performed and failed, OK otherwise. Replay and

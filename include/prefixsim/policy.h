@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "prefixsim/engine_config.h"
 
 namespace prefixsim {
@@ -28,6 +29,17 @@ class BlockSizePolicy {
 // The policy registered under `name`, or nullptr.
 const BlockSizePolicy* FindPolicy(std::string_view name);
 std::vector<std::string> RegisteredPolicyNames();
+
+// A policy that gives every sliding-window layer `block_size` tokens whatever its backend prefers
+// (page unification may still scale it, as it scales any policy's choice): what `prefixsim tune`
+// tries, and what a policy file holds.
+std::unique_ptr<BlockSizePolicy> MakeFixedSlidingWindowPolicy(std::string name, int block_size);
+
+// Wherever a policy's name is accepted, a path ending in ".json" names a policy file instead:
+// {"name": "...", "sliding_window_block_size": N} (docs/tune.md). Errors name the file, the line
+// and the field.
+bool IsPolicyFilePath(std::string_view name);
+absl::StatusOr<std::unique_ptr<BlockSizePolicy>> LoadPolicyFile(std::string_view path);
 
 }  // namespace prefixsim
 

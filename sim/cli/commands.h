@@ -47,6 +47,7 @@ void AddSweepCommand(CLI::App& app, CommandContext& ctx);
 void AddRegressCommand(CLI::App& app, CommandContext& ctx);
 void AddKernelBenchCommand(CLI::App& app, CommandContext& ctx);
 void AddParityCommand(CLI::App& app, CommandContext& ctx);
+void AddTuneCommand(CLI::App& app, CommandContext& ctx);
 
 }  // namespace prefixsim::cli
 

@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   prefixsim::cli::AddRegressCommand(app, ctx);
   prefixsim::cli::AddKernelBenchCommand(app, ctx);
   prefixsim::cli::AddParityCommand(app, ctx);
+  prefixsim::cli::AddTuneCommand(app, ctx);
   // An unknown subcommand: CLI11 would only say that one is required.
   if (argc > 1 && argv[1][0] != '-') {
     const std::vector<std::string> commands = SubcommandNames(app);

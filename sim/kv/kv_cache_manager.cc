@@ -71,11 +71,17 @@ void KvCacheManager::SetKvEventSink(KvEventSink* sink) { state_->pool().set_even
 void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
   PREFIXSIM_CHECK(request != nullptr);
   PromptHashes& pre = request->prompt_hashes;
-  pre = PromptHashes{};
-  if (!plan.enable_prefix_caching || plan.groups.empty()) return;
+  if (!plan.enable_prefix_caching || plan.groups.empty()) {
+    pre = PromptHashes{};
+    return;
+  }
   // The chunks the admission lookup reads first (max_hit = prompt - 1, docs/semantics.md §9.1); a
   // router that wants one more (HashPrompt) extends from the cursor.
   const int64_t h = kv::KvCacheCoordinator::HashBlockSize(plan);
+  // Hashed ahead at this H already (a search that replays one parsed trace under many plans
+  // hashes each prompt once per H): the hashes depend on the content alone.
+  if (h > 0 && pre.chunk_tokens == h) return;
+  pre = PromptHashes{};
   if (h <= 0 || request->prompt_tokens <= 1) return;
   kv::HashCursor cursor;
   kv::ExtendBlockHashes(*request, h, (request->prompt_tokens - 1) / h, &cursor, &pre.hashes);

@@ -667,15 +667,25 @@ void WarnAboutCosts(int64_t block_size, KvPlan* plan) {
 
 absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
                                      std::string_view policy_name) {
+  if (IsPolicyFilePath(policy_name)) {
+    PREFIXSIM_ASSIGN_OR_RETURN(const std::unique_ptr<BlockSizePolicy> policy,
+                               LoadPolicyFile(policy_name));
+    return ResolveKvPlan(model, engine, *policy);
+  }
   const BlockSizePolicy* policy = FindPolicy(policy_name);
   if (policy == nullptr) {
     return absl::InvalidArgumentError(PolicyRegistry().UnknownNameMessage(policy_name));
   }
-  const PlanInputs in{model, engine, *policy};
+  return ResolveKvPlan(model, engine, *policy);
+}
+
+absl::StatusOr<KvPlan> ResolveKvPlan(const ModelSpec& model, const EngineConfig& engine,
+                                     const BlockSizePolicy& policy) {
+  const PlanInputs in{model, engine, policy};
   PREFIXSIM_RETURN_IF_ERROR(CheckModelLoadedForEngine(in));
   KvPlan plan;
   plan.warnings = model.assumptions;
-  plan.policy = std::string(policy->name());
+  plan.policy = std::string(policy.name());
   plan.enable_prefix_caching = engine.enable_prefix_caching;
   plan.max_model_len = engine.max_model_len;
   plan.num_lookahead_tokens = engine.speculative.LookaheadTokens();

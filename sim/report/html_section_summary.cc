@@ -125,7 +125,11 @@ std::string SummaryTable(const std::vector<ReplayResult>& results, bool deltas) 
 }  // namespace
 
 std::string SummarySection(const PageInputs& page, int fleet_number) {
-  std::string s = SummaryTable(page.results, page.deltas);
+  std::string s;
+  if (const std::string headline = ReplicasAtSloHeadline(page.results); !headline.empty()) {
+    absl::StrAppend(&s, "<p class=\"headline\"><b>", Escape(headline), "</b></p>\n");
+  }
+  s += SummaryTable(page.results, page.deltas);
   s += "<p class=\"note\">Hit rate: vLLM's token-level definition over non-preempted admissions "
        "(reference &sect;12). <b>Lost to alignment</b>: per admission, the hit a shadow cache "
        "would give (the same computed blocks, published at the finest group block U, never "

@@ -249,6 +249,9 @@ nlohmann::ordered_json ComparisonToJson(const std::vector<ReplayResult>& results
   if (!results.empty() && !results.front().trace_has_prefix_identity) {
     j["trace_has_prefix_identity"] = false;
   }
+  if (const std::string headline = ReplicasAtSloHeadline(results); !headline.empty()) {
+    j["replicas_at_slo"] = headline;
+  }
   j["policies"] = nlohmann::ordered_json::array();
   for (const ReplayResult& r : results) j["policies"].push_back(ReplayResultToJson(r, options));
   j["deltas"] = nlohmann::ordered_json::array();

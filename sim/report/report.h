@@ -33,6 +33,9 @@ std::string SignalName(int signal);
 // For an overloaded replay (ReplayResult::overloaded): what happened, in figures, and what to do
 // ("" otherwise). One paragraph, no trailing newline; the text and HTML reports both show it.
 std::string OverloadWarning(const ReplayResult& result);
+// With fleets sized for an SLO (FleetSummary::auto_sized) in every result: "policy new meets the
+// p99 TTFT SLO of 8000 ms with 11 replicas, old needs 14", the fewest first; "" otherwise.
+std::string ReplicasAtSloHeadline(const std::vector<ReplayResult>& results);
 
 // WriteRequestsCsv (prefixsim/report.h) writes one row per request: id, arrival, prompt tokens,
 // hit tokens, loss to alignment, TTFT, end-to-end, preemptions (docs/design.md §4.5), plus output

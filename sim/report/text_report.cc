@@ -255,9 +255,40 @@ std::string ReplayReportText(const ReplayResult& r, const ReportOptions& options
   return s;
 }
 
+std::string ReplicasAtSloHeadline(const std::vector<ReplayResult>& results) {
+  if (results.empty() || !std::all_of(results.begin(), results.end(), [](const ReplayResult& r) {
+        return r.fleet && r.fleet->auto_sized;
+      })) {
+    return "";
+  }
+  std::vector<size_t> order(results.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return results[a].fleet->replicas < results[b].fleet->replicas;
+  });
+  const ReplayResult& best = results[order.front()];
+  std::string s = absl::StrFormat("policy %s meets the p99 TTFT SLO of %.0f ms with %d replica%s",
+                                  best.policy, best.fleet->ttft_slo_ms, best.fleet->replicas,
+                                  best.fleet->replicas == 1 ? "" : "s");
+  for (size_t k = 1; k < order.size(); ++k) {
+    const ReplayResult& r = results[order[k]];
+    absl::StrAppendFormat(&s, "%s %s needs %d", k == 1 ? "," : ";", r.policy, r.fleet->replicas);
+  }
+  if (order.size() > 1) {
+    const int saved = results[order.back()].fleet->replicas - best.fleet->replicas;
+    if (saved > 0) {
+      absl::StrAppendFormat(&s, " (%d replica%s saved)", saved, saved == 1 ? "" : "s");
+    }
+  }
+  return s;
+}
+
 std::string ComparisonReportText(const std::vector<ReplayResult>& results) {
   if (results.empty()) return "";
   std::string s;
+  if (const std::string headline = ReplicasAtSloHeadline(results); !headline.empty()) {
+    s += headline + "\n";
+  }
   for (const ReplayResult& r : results) {
     if (!r.partial) continue;
     absl::StrAppendFormat(&s,

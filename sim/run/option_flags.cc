@@ -57,6 +57,9 @@ const std::vector<std::pair<std::string, std::string>>& OptionFlags() {
       {"miss_record_bytes", "--miss-causes-memory-mb"},
       {"max_preemptions_without_finish", "--max-preemptions-without-finish"},
       {"max_steps_without_finish", "--max-steps-without-finish"},
+      // The KV plan search (sim/grid/tune.h)
+      {"budget", "--budget"},
+      {"objective", "--objective"},
       // The report page, the grid, the kernel measurements
       {"capacities", "--capacities"},
       {"shard", "--shard"},

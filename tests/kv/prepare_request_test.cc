@@ -148,6 +148,25 @@ TEST(PrepareRequestTest, HashesOfAnotherGranularityAreIgnored) {
   EXPECT_EQ(Drive(coarse, prepared), Drive(coarse, plain));
 }
 
+TEST(PrepareRequestTest, PreparingAgainKeepsOnlyHashesOfTheSameUnit) {
+  // A search replaying one parsed trace under many plans (tune) prepares each request again per
+  // plan: hashes at the plan's H are kept, hashes at another H are replaced.
+  const KvPlan fine = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)}, 80, 8, 2, 8);
+  const KvPlan coarse = Plan({Group(LayerKind::kMla, 8), Group(LayerKind::kMamba, 8)}, 80, 8, 4, 8);
+  for (const Request& original : Requests(8, 30)) {
+    if (original.prompt_tokens <= 4) continue;
+    Request fresh = original;
+    KvCacheManager::PrepareRequest(coarse, &fresh);
+    Request again = original;
+    KvCacheManager::PrepareRequest(fine, &again);
+    KvCacheManager::PrepareRequest(coarse, &again);
+    EXPECT_EQ(again.prompt_hashes.chunk_tokens, 4);
+    EXPECT_EQ(again.prompt_hashes.hashes, fresh.prompt_hashes.hashes);
+    KvCacheManager::PrepareRequest(coarse, &again);
+    EXPECT_EQ(again.prompt_hashes.hashes, fresh.prompt_hashes.hashes);
+  }
+}
+
 TEST(PrepareRequestTest, NothingWithoutPrefixCaching) {
   KvPlan plan = testing_kv::Unitary(LayerKind::kFullAttention, 4, 40);
   plan.enable_prefix_caching = false;

@@ -18,7 +18,7 @@ using ::prefixsim::testing::RunCli;
 TEST(OptionFlagsTest, EveryFlagOfTheTableIsACommandsFlag) {
   std::string help;
   for (const char* command : {"replay", "compare", "analyze", "gen-trace", "sweep", "regress",
-                              "kernel-bench", "parity", "resolve"}) {
+                              "kernel-bench", "parity", "resolve", "tune"}) {
     help += RunCli(std::string(command) + " --help").output;
   }
   std::set<std::string> fields;
