@@ -70,7 +70,8 @@ absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngin
 
 absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
                            const ModelAndEngine& loaded, const std::vector<ReplayResult>& results,
-                           bool deltas, const std::string& command, const ParityFigures* parity) {
+                           bool deltas, const std::string& command, const ParityFigures* parity,
+                           const TuneFigures* tune) {
   if (options.html_path.empty()) return absl::OkStatus();
   // CheckHtmlOptions has accepted the list.
   PREFIXSIM_ASSIGN_OR_RETURN(const std::vector<int64_t> capacities,
@@ -83,6 +84,7 @@ absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions
                    std::filesystem::path(replay.trace).filename().string());
   page.deltas = deltas;
   page.parity = parity;
+  page.tune = tune;
   page.configured_kv_cache_bytes = loaded.engine.kv_cache_bytes.value_or(0);
 
   // The sweep: every policy at every capacity; the configured capacity reuses the main result.

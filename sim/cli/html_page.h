@@ -39,11 +39,13 @@ absl::Status CheckHtmlOptions(const HtmlCliOptions& options, const ModelAndEngin
 // REQUIRES: CheckHtmlOptions(options, ...) returned OK.
 // Runs the capacity sweep (every result's policy at every capacity, on a few threads) and the
 // trace's alignment curve, then writes the page to options.html_path. Does nothing without
-// --html. `deltas`: compare's delta column. `parity`: `prefixsim parity`'s section, or null.
+// --html. `deltas`: compare's delta column. `parity`: `prefixsim parity`'s section, or null;
+// `tune`: `prefixsim tune`'s, or null.
 absl::Status WriteHtmlPage(const HtmlCliOptions& options, const ReplayCliOptions& replay,
                            const ModelAndEngine& loaded, const std::vector<ReplayResult>& results,
                            bool deltas, const std::string& command,
-                           const ParityFigures* parity = nullptr);
+                           const ParityFigures* parity = nullptr,
+                           const TuneFigures* tune = nullptr);
 
 }  // namespace prefixsim::cli
 

@@ -91,8 +91,7 @@ int64_t RequestBytes(const Request& r) {
 // The first `limit` requests of a parsed trace, with their prompts hashed at `h` (0: not).
 class ParsedTraceReader : public TraceReader {
  public:
-  ParsedTraceReader(const ParsedTrace& trace, const std::vector<PromptHashes>* hashes,
-                    size_t limit)
+  ParsedTraceReader(const ParsedTrace& trace, const std::vector<PromptHashes>* hashes, size_t limit)
       : trace_(trace), hashes_(hashes), limit_(std::min(limit, trace.requests.size())) {}
   absl::StatusOr<bool> Next(Request* out) override {
     if (next_ >= limit_) return false;
@@ -196,14 +195,15 @@ bool HasGroup(const KvPlan& plan, LayerKind kind) {
 std::string PlanSignature(const KvPlan& plan) {
   std::string s;
   for (const KvGroup& g : plan.groups) {
-    absl::StrAppend(&s, AbslView(LayerKindName(g.kind)), ":", g.num_layers, "+", g.num_padding_layers, "/",
-                    g.block_size, "/", g.kernel_block_size, "/", g.page_bytes, "/",
-                    g.prefix_cacheable, g.is_eagle_group, g.num_speculative_blocks, ";");
+    absl::StrAppend(&s, AbslView(LayerKindName(g.kind)), ":", g.num_layers, "+",
+                    g.num_padding_layers, "/", g.block_size, "/", g.kernel_block_size, "/",
+                    g.page_bytes, "/", g.prefix_cacheable, g.is_eagle_group,
+                    g.num_speculative_blocks, ";");
   }
-  absl::StrAppend(&s, plan.scheduler_block_size, ",", plan.hash_block_size, ",",
-                  plan.hit_alignment, ",", plan.partial_hits, ",", plan.num_blocks, ",",
-                  plan.retention_interval ? std::to_string(*plan.retention_interval) : "dense",
-                  ",", plan.full_allocation_fallback);
+  absl::StrAppend(&s, plan.scheduler_block_size, ",", plan.hash_block_size, ",", plan.hit_alignment,
+                  ",", plan.partial_hits, ",", plan.num_blocks, ",",
+                  plan.retention_interval ? std::to_string(*plan.retention_interval) : "dense", ",",
+                  plan.full_allocation_fallback);
   return s;
 }
 
@@ -211,8 +211,7 @@ std::string PlanSignature(const KvPlan& plan) {
 // the numbers taken out so that equal reasons count together.
 std::string PruneReason(const absl::Status& status) {
   const std::string m(status.message());
-  if (m.find("does not fit") != std::string::npos ||
-      m.find("max_model_len") != std::string::npos ||
+  if (m.find("does not fit") != std::string::npos || m.find("max_model_len") != std::string::npos ||
       m.find("memory") != std::string::npos) {
     return "memory: one max_model_len request does not fit";
   }
@@ -245,7 +244,8 @@ std::string ChoiceLabel(const TuneChoice& c) {
   parts.push_back(c.sliding_window_block ? absl::StrCat("swa=", *c.sliding_window_block)
                                          : c.policy);
   if (c.block_size) parts.push_back(absl::StrCat("block_size=", *c.block_size));
-  if (c.prefix_match_unit) parts.push_back(absl::StrCat("prefix_match_unit=", *c.prefix_match_unit));
+  if (c.prefix_match_unit)
+    parts.push_back(absl::StrCat("prefix_match_unit=", *c.prefix_match_unit));
   if (c.retention_interval) {
     parts.push_back(absl::StrCat("retention=", RetentionLabel(*c.retention_interval)));
   }
@@ -354,10 +354,9 @@ absl::StatusOr<Space> EnumerateSpace(const ModelSpec& model, const EngineConfig&
       space.policies.empty() ? RegisteredPolicyNames() : space.policies;
   for (const std::string& p : policies) {
     if (FindPolicy(p) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("`policies`: unknown policy '", p,
-                                                     "' (registered: ",
-                                                     absl::StrJoin(RegisteredPolicyNames(), ", "),
-                                                     ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("`policies`: unknown policy '", p,
+                       "' (registered: ", absl::StrJoin(RegisteredPolicyNames(), ", "), ")"));
     }
   }
   Space out;
@@ -380,8 +379,8 @@ absl::StatusOr<Space> EnumerateSpace(const ModelSpec& model, const EngineConfig&
     if (!inserted) {
       ++out.duplicates;
       if (baseline) {
-        out.notes.push_back(absl::StrCat("policy ", c.policy, " gives the same plan as ",
-                                         first->second, " here"));
+        out.notes.push_back(
+            absl::StrCat("policy ", c.policy, " gives the same plan as ", first->second, " here"));
       }
       return *plan;
     }
@@ -401,9 +400,11 @@ absl::StatusOr<Space> EnumerateSpace(const ModelSpec& model, const EngineConfig&
     std::optional<KvPlan> plan = consider(c, /*baseline=*/true);
     if (!plan) {
       absl::StatusOr<KvPlan> refused = ResolveChoice(model, engine, c);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "policy ", p, " with the engine as given is refused, so it cannot be tune's "
-          "baseline (name the others with `policies`): ", refused.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy ", p,
+                       " with the engine as given is refused, so it cannot be tune's "
+                       "baseline (name the others with `policies`): ",
+                       refused.status().message()));
     }
     if (!first_plan) first_plan = plan;
   }
@@ -489,9 +490,10 @@ class ReplayLog {
       if (line.empty()) continue;
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ":", line_number, ": field 'key': not a tune resume record (a JSON object with "
-            "a string key); delete the file to start afresh"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", line_number,
+                         ": field 'key': not a tune resume record (a JSON object with "
+                         "a string key); delete the file to start afresh"));
       }
       ReplayOutcome o;
       o.requests = j.value("requests", int64_t{0});
@@ -541,10 +543,9 @@ struct Replayer {
   // router, or with `size_fleet` on the smallest fleet that meets the SLO.
   absl::StatusOr<ReplayOutcome> Run(const TuneCandidate& c, int64_t requests, int replicas,
                                     bool size_fleet) {
-    const std::string key =
-        absl::StrCat(c.label, "|", PlanSignature(c.plan), "|", requests, "|",
-                     size_fleet ? "auto" : std::to_string(replicas), "|",
-                     size_fleet ? options.ttft_slo_ms : 0.0);
+    const std::string key = absl::StrCat(c.label, "|", PlanSignature(c.plan), "|", requests, "|",
+                                         size_fleet ? "auto" : std::to_string(replicas), "|",
+                                         size_fleet ? options.ttft_slo_ms : 0.0);
     if (std::optional<ReplayOutcome> done = log->Find(key)) {
       ++resumed;
       return *done;
@@ -554,13 +555,13 @@ struct Replayer {
     config.no_progress = true;
     config.kv_event_sink = nullptr;
     config.threads = size_fleet ? options.replay.threads : 1;
-    const int64_t h =
-        c.plan.enable_prefix_caching && !c.plan.groups.empty() ? kv::KvCacheCoordinator::HashBlockSize(c.plan) : 0;
+    const int64_t h = c.plan.enable_prefix_caching && !c.plan.groups.empty()
+                          ? kv::KvCacheCoordinator::HashBlockSize(c.plan)
+                          : 0;
     ParsedTrace* parsed_trace = parsed;
     const run::ReplayConfig& outer = options.replay;
-    config.open_trace =
-        [parsed_trace, h, requests,
-         &outer](const TraceOptions&) -> absl::StatusOr<std::unique_ptr<TraceReader>> {
+    config.open_trace = [parsed_trace, h, requests, &outer](
+                            const TraceOptions&) -> absl::StatusOr<std::unique_ptr<TraceReader>> {
       if (parsed_trace != nullptr) {
         const std::vector<PromptHashes>* hashes = h > 0 ? parsed_trace->HashesAt(h) : nullptr;
         return std::unique_ptr<TraceReader>(std::make_unique<ParsedTraceReader>(
@@ -632,7 +633,8 @@ bool HitOrder(const TuneCandidate& a, const TuneCandidate& b) {
 void DescribeInVllm(const ModelSpec& model, const EngineConfig& engine, TuneCandidate* c) {
   const TuneChoice& choice = c->choice;
   std::vector<std::string> notes;
-  if (choice.block_size) c->vllm_args.emplace_back("block_size", std::to_string(*choice.block_size));
+  if (choice.block_size)
+    c->vllm_args.emplace_back("block_size", std::to_string(*choice.block_size));
   if (choice.prefix_match_unit) {
     c->vllm_args.emplace_back("prefix_match_unit", std::to_string(*choice.prefix_match_unit));
   }
@@ -667,9 +669,9 @@ void DescribeInVllm(const ModelSpec& model, const EngineConfig& engine, TuneCand
       }
     }
     if (!same.empty()) {
-      notes.push_back(absl::StrCat("SWA block ", *choice.sliding_window_block,
-                                   " is what policy ", same, " picks (",
-                                   AbslView(FindPolicy(same)->description()), ")"));
+      notes.push_back(absl::StrCat("SWA block ", *choice.sliding_window_block, " is what policy ",
+                                   same, " picks (", AbslView(FindPolicy(same)->description()),
+                                   ")"));
     } else {
       notes.push_back(absl::StrCat(
           "no vLLM flag sets the SWA layers' block (", *choice.sliding_window_block,
@@ -723,11 +725,10 @@ void MeasureCheaply(const AnalyzeResult& analysis, std::vector<TuneCandidate>* c
     c.bound_hit_rate = static_cast<double>(c.bound_hit_tokens) /
                        static_cast<double>(std::max<int64_t>(1, analysis.prompt_tokens));
     c.memory_waste = ComputePlanWaste(c.plan).waste_fraction;
-    c.pool_max_len_requests =
-        c.plan.blocks_per_max_len_request > 0
-            ? static_cast<double>(c.plan.num_blocks - 1) /
-                  static_cast<double>(c.plan.blocks_per_max_len_request)
-            : 0;
+    c.pool_max_len_requests = c.plan.blocks_per_max_len_request > 0
+                                  ? static_cast<double>(c.plan.num_blocks - 1) /
+                                        static_cast<double>(c.plan.blocks_per_max_len_request)
+                                  : 0;
   }
 }
 
@@ -772,7 +773,8 @@ void RankCheaply(std::vector<TuneCandidate>* cands) {
   }
   std::vector<size_t> order(cands->size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return front[a] < front[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return front[a] < front[b]; });
   std::vector<TuneCandidate> ranked;
   ranked.reserve(cands->size());
   for (size_t i : order) ranked.push_back(std::move((*cands)[i]));
@@ -814,22 +816,25 @@ absl::Status RunHalving(const TuneOptions& options, int64_t n, int replicas, Rep
                         std::vector<TuneCandidate>& cands, std::vector<size_t>* live,
                         const std::function<void(const std::string&)>& say) {
   for (int round = 0; round < options.rounds; ++round) {
-    const int64_t requests = std::max<int64_t>(1, n >> (options.rounds - 1 - round));
+    int64_t requests = n;
+    for (int k = round + 1; k < options.rounds; ++k) requests /= options.eta;
+    requests = std::max<int64_t>(1, requests);
     say(absl::StrFormat("tune: round %d of %d, %d plans on %d requests, %d replica%s each",
                         round + 1, options.rounds, live->size(), requests, replicas,
                         replicas == 1 ? "" : "s"));
-    PREFIXSIM_RETURN_IF_ERROR(
-        ForEachCandidate(live->size(), options.replay.threads, [&](size_t i) {
-          TuneCandidate& c = cands[(*live)[i]];
-          PREFIXSIM_ASSIGN_OR_RETURN(const ReplayOutcome o,
-                                     replayer.Run(c, requests, replicas, /*size_fleet=*/false));
-          ApplyOutcome(o, &c);
-          return absl::OkStatus();
-        }));
+    PREFIXSIM_RETURN_IF_ERROR(ForEachCandidate(live->size(), options.replay.threads, [&](size_t i) {
+      TuneCandidate& c = cands[(*live)[i]];
+      PREFIXSIM_ASSIGN_OR_RETURN(const ReplayOutcome o,
+                                 replayer.Run(c, requests, replicas, /*size_fleet=*/false));
+      ApplyOutcome(o, &c);
+      return absl::OkStatus();
+    }));
     if (round + 1 == options.rounds) break;
     const int64_t others =
         std::count_if(live->begin(), live->end(), [&](size_t i) { return !cands[i].baseline; });
-    *live = KeepBest(cands, *live, std::max<int64_t>(options.finalists, (others + 1) / 2));
+    *live =
+        KeepBest(cands, *live,
+                 std::max<int64_t>(options.finalists, (others + options.eta - 1) / options.eta));
     std::sort(live->begin(), live->end());
   }
   return absl::OkStatus();
@@ -857,8 +862,8 @@ absl::Status SizeFleets(const TuneOptions& options, const EngineConfig& engine, 
     c.replicas = sizing->replicas;
     const double span_h =
         static_cast<double>(std::max(sizing->sim_time_ns, sizing->trace_span_ns)) / 3.6e12;
-    c.gpu_hours_per_million = static_cast<double>(sizing->replicas) *
-                              engine.tensor_parallel_size * span_h / static_cast<double>(n) * 1e6;
+    c.gpu_hours_per_million = static_cast<double>(sizing->replicas) * engine.tensor_parallel_size *
+                              span_h / static_cast<double>(n) * 1e6;
   }
   return absl::OkStatus();
 }
@@ -920,6 +925,9 @@ absl::StatusOr<TuneResult> RunTune(const TuneOptions& options, const std::atomic
   if (options.rounds < 1 || options.rounds > 8) {
     return absl::InvalidArgumentError("`rounds`: between 1 and 8");
   }
+  if (options.eta < 2 || options.eta > 16) {
+    return absl::InvalidArgumentError("`eta`: between 2 and 16");
+  }
   if (options.finalists < 1) return absl::InvalidArgumentError("`finalists`: at least 1");
   PREFIXSIM_ASSIGN_OR_RETURN(const run::ModelAndEngine loaded,
                              run::LoadModelAndEngine(options.replay.model_engine));
@@ -962,13 +970,12 @@ absl::StatusOr<TuneResult> RunTune(const TuneOptions& options, const std::atomic
   PREFIXSIM_RETURN_IF_ERROR(log.Open(options.state_path));
   TuneOptions replay_options = options;
   replay_options.ttft_slo_ms = result.ttft_slo_ms;
-  Replayer replayer{replay_options, loaded.model, loaded.engine, survey.parsed.get(),
-                    interrupt,      &log,         {},            {}};
+  Replayer replayer{
+      replay_options, loaded.model, loaded.engine, survey.parsed.get(), interrupt, &log, {}, {}};
   const int64_t n = result.trace_requests;
-  const auto first_baseline =
-      std::find_if(cands.begin(), cands.end(), [&](const TuneCandidate& c) {
-        return c.baseline && c.label == space.first_policy;
-      });
+  const auto first_baseline = std::find_if(cands.begin(), cands.end(), [&](const TuneCandidate& c) {
+    return c.baseline && c.label == space.first_policy;
+  });
   PREFIXSIM_ASSIGN_OR_RETURN(result.round_replicas,
                              RoundReplicas(options, n, replayer, *first_baseline, say));
   PREFIXSIM_RETURN_IF_ERROR(
@@ -996,8 +1003,8 @@ std::string GroupBlocks(const KvPlan& plan) {
     if (run > 0) parts.push_back(run > 1 ? absl::StrCat(last, " x", run) : last);
   };
   for (const KvGroup& g : plan.groups) {
-    std::string part = absl::StrCat(AbslView(LayerKindName(g.kind)),
-                                    g.drafter() ? "(drafter)" : "", " ", g.block_size);
+    std::string part = absl::StrCat(AbslView(LayerKindName(g.kind)), g.drafter() ? "(drafter)" : "",
+                                    " ", g.block_size);
     if (part == last) {
       ++run;
       continue;
@@ -1044,8 +1051,7 @@ std::string TuneResultText(const TuneResult& result, int top) {
                         "  plans never replayed whose bound exceeds the recommended plan's hit "
                         "(only these could beat it): %d%s\n",
                         result.unreplayed_above_best,
-                        result.unreplayed_above_best > 0 ? " (raise `budget` to replay them)"
-                                                         : "");
+                        result.unreplayed_above_best > 0 ? " (raise `budget` to replay them)" : "");
   for (const std::string& note : result.notes) absl::StrAppend(&s, "  ", note, "\n");
   if (result.round_replicas > 1) {
     absl::StrAppendFormat(&s,
@@ -1068,8 +1074,8 @@ std::string TuneResultText(const TuneResult& result, int top) {
         result.overloaded);
   }
   const bool sized = result.objective == TuneObjective::kReplicas;
-  absl::StrAppendFormat(&s, "\n%4s %5s  %-44s %6s %6s %6s %8s %7s %8s %9s", "#", "cheap",
-                        "plan", "S", "H", "A", "waste%", "bound%", "hit%", "requests");
+  absl::StrAppendFormat(&s, "\n%4s %5s  %-44s %6s %6s %6s %8s %7s %8s %9s", "#", "cheap", "plan",
+                        "S", "H", "A", "waste%", "bound%", "hit%", "requests");
   if (sized) absl::StrAppendFormat(&s, " %8s %8s", "replicas", "GPU-h/M");
   s += "  groups (block tokens), retention\n";
   for (size_t i : ShownRows(result, top)) {
@@ -1079,8 +1085,8 @@ std::string TuneResultText(const TuneResult& result, int top) {
     if (c.pareto) label += " *";
     if (label.size() > 44) label = label.substr(0, 41) + "...";
     absl::StrAppendFormat(&s, "%4d %5d  %-44s %6d %6d %6d %8.2f %7.2f ", i + 1, c.rank, label,
-                          c.plan.scheduler_block_size, c.plan.hash_block_size,
-                          c.plan.hit_alignment, 100 * c.memory_waste, 100 * c.bound_hit_rate);
+                          c.plan.scheduler_block_size, c.plan.hash_block_size, c.plan.hit_alignment,
+                          100 * c.memory_waste, 100 * c.bound_hit_rate);
     if (c.replayed_requests > 0) {
       absl::StrAppendFormat(&s, "%8.2f %9d", 100 * c.hit_rate, c.replayed_requests);
     } else {
@@ -1099,8 +1105,9 @@ std::string TuneResultText(const TuneResult& result, int top) {
     const TuneCandidate& c = result.candidates[i];
     if (!c.sizing_error.empty()) absl::StrAppend(&s, "  ", c.label, ": ", c.sizing_error, "\n");
   }
-  s += "(cheap: position in the cheap ranking; bound%: the trace's hit at A with an infinite cache, "
-       "an upper bound of hit%; * on the front of replayed hit rate vs memory waste)\n";
+  s +=
+      "(cheap: position in the cheap ranking; bound%: the trace's hit at A with an infinite cache, "
+      "an upper bound of hit%; * on the front of replayed hit rate vs memory waste)\n";
   if (!result.candidates.empty()) {
     const TuneCandidate& best = result.candidates[result.best];
     absl::StrAppendFormat(&s, "\nrecommended: %s\n", best.label);
@@ -1277,6 +1284,49 @@ nlohmann::ordered_json TuneScenarioJson(const TuneOptions& options, const TuneRe
   j["base"] = base;
   j["grids"] = grids;
   return j;
+}
+
+EngineConfig TunedEngine(const EngineConfig& base, const TuneCandidate& c) {
+  return ApplyChoice(base, c.choice);
+}
+
+TuneFigures TuneFiguresOf(const TuneResult& result, size_t rows) {
+  TuneFigures t;
+  t.objective = std::string(TuneObjectiveName(result.objective));
+  t.ttft_slo_ms = result.ttft_slo_ms;
+  t.considered = result.considered;
+  t.duplicates = result.duplicates;
+  t.distinct = static_cast<int64_t>(result.candidates.size());
+  t.replays = result.replays + result.resumed_replays;
+  t.trace_requests = result.trace_requests;
+  t.unreplayed_above_best = result.unreplayed_above_best;
+  for (const auto& [reason, count] : result.pruned) t.pruned.emplace_back(reason, count);
+  for (size_t i = 0; i < result.candidates.size(); ++i) {
+    const TuneCandidate& c = result.candidates[i];
+    // The front's plans all reach the chart, wherever they rank.
+    if (i >= rows && !c.baseline && !c.pareto) continue;
+    TuneFigures::Plan p;
+    p.label = c.label;
+    p.baseline = c.baseline;
+    p.pareto = c.pareto;
+    p.recommended = i == result.best;
+    p.groups = GroupBlocks(c.plan);
+    p.scheduler_block_size = c.plan.scheduler_block_size;
+    p.hash_block_size = c.plan.hash_block_size;
+    p.hit_alignment = c.plan.hit_alignment;
+    p.memory_waste = c.memory_waste;
+    p.bound_hit_rate = c.bound_hit_rate;
+    p.hit_rate = c.hit_rate;
+    p.replayed_requests = c.replayed_requests;
+    p.replicas = c.replicas;
+    p.gpu_hours_per_million = c.gpu_hours_per_million;
+    std::vector<std::string> vllm;
+    for (const auto& [field, value] : c.vllm_args) vllm.push_back(absl::StrCat(field, "=", value));
+    if (!c.vllm_note.empty()) vllm.push_back(c.vllm_note);
+    p.vllm = absl::StrJoin(vllm, "; ");
+    t.plans.push_back(std::move(p));
+  }
+  return t;
 }
 
 }  // namespace prefixsim::grid

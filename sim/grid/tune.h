@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "prefixsim/engine_config.h"
 #include "prefixsim/kv_plan.h"
+#include "sim/report/report.h"
 #include "sim/run/replay.h"
 
 namespace prefixsim::grid {
@@ -32,10 +33,10 @@ std::string_view TuneObjectiveName(TuneObjective objective);
 
 // Which knobs the search varies; a knob left off keeps the engine's value.
 struct TuneSpace {
-  bool block_size = true;         // engine block_size: the engine's, powers of two, multiples
+  bool block_size = true;            // engine block_size: the engine's, powers of two, multiples
   bool sliding_window_block = true;  // every kernel block the SWA backend accepts
-  bool prefix_match_unit = true;  // divisors of the hash groups' gcd (align-mode mamba only)
-  bool retention_interval = true;  // dense, 0 and multiples of S (SWA or mamba groups only)
+  bool prefix_match_unit = true;     // divisors of the hash groups' gcd (align-mode mamba only)
+  bool retention_interval = true;    // dense, 0 and multiples of S (SWA or mamba groups only)
   // The registered policies the search starts from (each also the baseline of its own plan);
   // empty: every registered policy.
   std::vector<std::string> policies;
@@ -47,10 +48,11 @@ struct TuneOptions {
   TuneObjective objective = TuneObjective::kHitRate;
   // kReplicas: the p99 TTFT the fleet must hold (ms; 0 = the engine's fleet.ttft_slo_ms).
   double ttft_slo_ms = 0;
-  int budget = 16;  // candidates replayed at most, the baselines besides
-  // Successive halving: rounds on the first 1/2^(rounds-1), ..., 1/2, all of the trace, each
-  // keeping the better half (at least `finalists`) for the next.
-  int rounds = 3;
+  int budget = 32;  // candidates replayed at most, the baselines besides
+  // Successive halving: rounds on the first 1/eta^(rounds-1), ..., 1/eta, all of the trace, each
+  // keeping the better 1/eta (at least `finalists`) for the next.
+  int rounds = 4;
+  int eta = 3;
   int finalists = 3;
   // The trace is held in memory for the search when its requests take at most this many bytes
   // (beyond it every replay parses the file again), and each prompt's hashes per hash unit while
@@ -72,7 +74,7 @@ struct TuneChoice {
 
 struct TuneCandidate {
   TuneChoice choice;
-  std::string label;  // "new", "new block_size=3072 retention=0", "swa=1536", ...
+  std::string label;      // "new", "new block_size=3072 retention=0", "swa=1536", ...
   bool baseline = false;  // a starting policy with the engine as given
   KvPlan plan;
   // The cheap ranking: the trace's hit tokens at the plan's alignment A with an infinite cache
@@ -96,7 +98,7 @@ struct TuneCandidate {
   int replicas = 0;
   double gpu_hours_per_million = 0;
   std::string sizing_error;  // why no fleet met the SLO (the sizing's own words), if none did
-  bool pareto = false;  // on the front of replayed hit rate vs memory waste
+  bool pareto = false;       // on the front of replayed hit rate vs memory waste
   // How to get this plan from vLLM: its engine arguments (field, value; a front end spells them
   // as vLLM's flags), and what no argument can set.
   std::vector<std::pair<std::string, std::string>> vllm_args;
@@ -116,8 +118,8 @@ struct TuneResult {
   int round_replicas = 1;
   int64_t trace_prompt_tokens = 0;
   bool trace_in_memory = false;
-  int64_t considered = 0;  // combinations of the knobs
-  int64_t duplicates = 0;  // resolved to a plan another combination already gave
+  int64_t considered = 0;                 // combinations of the knobs
+  int64_t duplicates = 0;                 // resolved to a plan another combination already gave
   std::map<std::string, int64_t> pruned;  // why, -> how many
   std::vector<std::string> notes;         // baselines that resolve to the same plan
   int64_t replays = 0;                    // replays run (resumed ones not counted)
@@ -141,6 +143,12 @@ struct TuneResult {
 // `progress` (may be empty): one line per phase.
 absl::StatusOr<TuneResult> RunTune(const TuneOptions& options, const std::atomic<int>* interrupt,
                                    const std::function<void(const std::string&)>& progress = {});
+
+// The engine a candidate replays with: `base` with the candidate's knobs set.
+EngineConfig TunedEngine(const EngineConfig& base, const TuneCandidate& c);
+
+// What the HTML page's section shows (sim/report/report.h), the first `rows` plans.
+TuneFigures TuneFiguresOf(const TuneResult& result, size_t rows);
 
 // The ranked table for the terminal; `top` rows at most (the baselines always shown).
 std::string TuneResultText(const TuneResult& result, int top);

@@ -32,7 +32,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em 2em;
 h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 .sub{color:#555;margin-top:0}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:3px 9px;text-align:right;font-variant-numeric:tabular-nums}
-th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}
+th:first-child,td:first-child,td.text,th.text{text-align:left}thead{background:#f3f3f3}
 .pos{color:#1a7f37}.neg{color:#c62828}
 .plans{display:flex;flex-wrap:wrap;gap:1.2em}.plan{box-sizing:border-box;border:1px solid #ddd;border-radius:6px;padding:.6em 1em;flex:1 1 0;min-width:520px;font-size:.92em}
 .row{display:flex;flex-wrap:wrap;gap:0 1.5em}.row>section{flex:0 0 auto;max-width:660px}.row table{font-size:.9em}.plan ul{padding-left:1.2em;margin:.4em 0}
@@ -106,6 +106,7 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   const bool offload = std::any_of(results.begin(), results.end(),
                                    [](const ReplayResult& r) { return r.offload.enabled; });
   int number = 0;
+  const int tune = options.tune != nullptr ? ++number : 0;
   const int plan = ++number, hit_rate = ++number, per_request = ++number;
   const int miss_causes = misses ? ++number : 0;
   const int offload_number = offload ? ++number : 0;
@@ -113,6 +114,7 @@ std::string HtmlReport(const std::vector<ReplayResult>& results, const HtmlRepor
   const int fleet_number = fleet ? ++number : 0;
   const int parity = ++number;
 
+  if (options.tune != nullptr) s += html_report::TuneSection(*options.tune, tune);
   s += html_report::SummarySection(page, fleet_number);
   s += html_report::PlanSection(page, plan);
   s += html_report::HitRateOverTimeSection(page, hit_rate);

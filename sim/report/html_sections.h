@@ -111,6 +111,8 @@ std::string FleetSection(const PageInputs& page, int number);
 // `prefixsim parity`: simulated against measured hit rate, and the recorded event log against the
 // simulated one (html_section_parity.cc).
 std::string ParitySection(const ParityFigures& parity, int number);
+// `prefixsim tune`'s search: what was pruned, the ranked plans, hit rate against memory waste.
+std::string TuneSection(const TuneFigures& tune, int number);
 
 }  // namespace html_report
 }  // namespace prefixsim

@@ -34,7 +34,8 @@ std::string SignalName(int signal);
 // ("" otherwise). One paragraph, no trailing newline; the text and HTML reports both show it.
 std::string OverloadWarning(const ReplayResult& result);
 // With fleets sized for an SLO (FleetSummary::auto_sized) in every result: "policy new meets the
-// p99 TTFT SLO of 8000 ms with 11 replicas, old needs 14", the fewest first; "" otherwise.
+// p99 TTFT SLO of 8000 ms with 11 replicas, old needs 14 (3 replicas saved)", the fewest first,
+// or "policies old, new all meet ... with 4 replicas"; "" otherwise.
 std::string ReplicasAtSloHeadline(const std::vector<ReplayResult>& results);
 
 // WriteRequestsCsv (prefixsim/report.h) writes one row per request: id, arrival, prompt tokens,
@@ -88,6 +89,28 @@ struct ParityFigures {
   std::vector<std::string> cannot_compare;
 };
 
+// `prefixsim tune`'s search (sim/grid/tune.h), as its page shows it: the counts, the ranked
+// plans and the front of hit rate against memory waste.
+struct TuneFigures {
+  std::string objective;  // "hit" or "replicas"
+  double ttft_slo_ms = 0;
+  int64_t considered = 0, duplicates = 0, distinct = 0, replays = 0, trace_requests = 0;
+  int64_t unreplayed_above_best = 0;
+  std::vector<std::pair<std::string, int64_t>> pruned;  // reason, count
+  struct Plan {
+    std::string label;
+    bool baseline = false, pareto = false, recommended = false;
+    std::string groups;  // "mla 1536 x5, mamba 1536 x14, ..."
+    int64_t scheduler_block_size = 0, hash_block_size = 0, hit_alignment = 0;
+    double memory_waste = 0, bound_hit_rate = 0, hit_rate = 0;
+    int64_t replayed_requests = 0;  // 0: ranked only
+    int replicas = 0;               // 0: not sized
+    double gpu_hours_per_million = 0;
+    std::string vllm;  // its vLLM engine arguments, and what none can set
+  };
+  std::vector<Plan> plans;  // in the search's order
+};
+
 struct HtmlReportOptions {
   std::string title;
   std::string subtitle;  // model, engine, trace
@@ -97,6 +120,7 @@ struct HtmlReportOptions {
   const AnalyzeResult* analyze = nullptr;  // the alignment curve of the same trace, or null
   std::string analyze_error;               // why analyze is null, if it failed
   const ParityFigures* parity = nullptr;   // `prefixsim parity`: its section, or null
+  const TuneFigures* tune = nullptr;       // `prefixsim tune`: its section first, or null
 };
 
 // The A/B report page (html_report.cc): summary, the KV plans side by side with the LCM

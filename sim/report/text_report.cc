@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "sim/report/report.h"
 
 namespace prefixsim {
@@ -267,9 +268,17 @@ std::string ReplicasAtSloHeadline(const std::vector<ReplayResult>& results) {
     return results[a].fleet->replicas < results[b].fleet->replicas;
   });
   const ReplayResult& best = results[order.front()];
-  std::string s = absl::StrFormat("policy %s meets the p99 TTFT SLO of %.0f ms with %d replica%s",
-                                  best.policy, best.fleet->ttft_slo_ms, best.fleet->replicas,
-                                  best.fleet->replicas == 1 ? "" : "s");
+  const int fewest = best.fleet->replicas;
+  if (results.size() > 1 && results[order.back()].fleet->replicas == fewest) {
+    std::vector<std::string> names;
+    for (const ReplayResult& r : results) names.push_back(r.policy);
+    return absl::StrFormat("policies %s all meet the p99 TTFT SLO of %.0f ms with %d replica%s",
+                           absl::StrJoin(names, ", "), best.fleet->ttft_slo_ms, fewest,
+                           fewest == 1 ? "" : "s");
+  }
+  std::string s =
+      absl::StrFormat("policy %s meets the p99 TTFT SLO of %.0f ms with %d replica%s", best.policy,
+                      best.fleet->ttft_slo_ms, fewest, fewest == 1 ? "" : "s");
   for (size_t k = 1; k < order.size(); ++k) {
     const ReplayResult& r = results[order[k]];
     absl::StrAppendFormat(&s, "%s %s needs %d", k == 1 ? "," : ";", r.policy, r.fleet->replicas);

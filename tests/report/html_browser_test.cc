@@ -154,6 +154,19 @@ class HtmlBrowserTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
   }
+  // The page's DOM after load in the browser (a failure, and any console message, reported);
+  // "" when the browser failed.
+  std::string LoadedDom(const fs::path& page, const std::string& profile) {
+    std::vector<std::string> args = ChromiumArgs(dir_ / profile);
+    args.push_back("--dump-dom");
+    args.push_back("file://" + page.string());
+    const fs::path out = dir_ / (profile + ".html"), err = dir_ / (profile + ".err");
+    const int rc = RunWithTimeout(args, out, err, 120);
+    const std::string log = ReadFile(err);
+    EXPECT_EQ(rc, 0) << log;
+    EXPECT_TRUE(ConsoleLines(log).empty()) << log;
+    return rc == 0 ? ReadFile(out) : "";
+  }
   void TearDown() override {
     if (!dir_.empty()) {
       std::error_code ec;
@@ -344,6 +357,45 @@ TEST_F(HtmlBrowserTest, FleetPageDrawsItsBarCharts) {
   }
   EXPECT_NE(dom.find("data-chart=\"routing-regret-over-time\" data-drawn=\""), std::string::npos);
   EXPECT_TRUE(ConsoleLines(ReadFile(dir_ / "dom.err")).empty());
+}
+
+// `tune --html`: the search's section (its front chart drawn, a row per shown plan, the
+// recommendation marked) above the compare page of the recommendation against the baselines.
+TEST_F(HtmlBrowserTest, TunePageRendersTheSearchAndTheComparison) {
+  const fs::path page = dir_ / "tune.html";
+  const fs::path json = dir_ / "tune.json";
+  const auto cli = testing::RunCli(
+      "tune --trace " PREFIXSIM_SOURCE_DIR
+      "/traces/sample_chat.jsonl --model kimi-k3-like --engine kimi-k3-dspark --budget 6 "
+      "--no-progress --html " +
+      page.string() + " --json " + json.string());
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(json));
+  const std::string recommended = report["recommended"].get<std::string>();
+
+  const std::string dom = LoadedDom(page, "profile-tune");
+  ASSERT_FALSE(dom.empty());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(dom, m, std::regex("<body([^>]*)>")));
+  const std::string body = m[1];
+  EXPECT_NE(body.find("data-verified=\"yes\""), std::string::npos) << body;
+  EXPECT_NE(body.find("data-js-errors=\"0\""), std::string::npos) << body;
+  ASSERT_TRUE(
+      std::regex_search(dom, m, std::regex("data-chart=\"tune-front\" data-drawn=\"([0-9]+)\"")));
+  EXPECT_GE(std::stoi(m[1]), 3) << "the front and the baselines' points";
+  const size_t search = dom.find("<h2 id=\"tune\">1. The KV plan search</h2>");
+  ASSERT_NE(search, std::string::npos);
+  EXPECT_LT(search, dom.find("KV cache plan")) << "the search comes first";
+  EXPECT_NE(dom.find("<tr data-plan=\"" + recommended + "\">"), std::string::npos) << recommended;
+  for (const auto& c : report["candidates"]) {
+    EXPECT_NE(dom.find("<tr data-plan=\"" + c["label"].get<std::string>() + "\">"),
+              std::string::npos)
+        << c["label"];
+  }
+  // The comparison below: the baselines and the recommendation, by their labels.
+  for (const std::string& policy : {std::string("old"), std::string("new"), recommended}) {
+    EXPECT_NE(dom.find(">" + policy + "</th>"), std::string::npos) << policy;
+  }
 }
 
 }  // namespace
