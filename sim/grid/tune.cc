@@ -1115,11 +1115,12 @@ std::string TuneResultText(const TuneResult& result, int top) {
     for (const TuneCandidate& c : result.candidates) {
       if (!c.baseline || c.replayed_requests == 0 || &c == &best) continue;
       if (sized && c.replicas > 0 && best.replicas > 0) {
-        absl::StrAppendFormat(&s,
-                              "  vs %s: %d replicas instead of %d at p99 TTFT <= %.0f ms "
-                              "(hit %.2f%% vs %.2f%%)\n",
-                              c.label, best.replicas, c.replicas, result.ttft_slo_ms,
-                              100 * best.hit_rate, 100 * c.hit_rate);
+        absl::StrAppendFormat(
+            &s, "  vs %s: %s at p99 TTFT <= %.0f ms (hit %.2f%% vs %.2f%%)\n", c.label,
+            best.replicas == c.replicas
+                ? absl::StrFormat("the same %d replicas", c.replicas)
+                : absl::StrFormat("%d replicas instead of %d", best.replicas, c.replicas),
+            result.ttft_slo_ms, 100 * best.hit_rate, 100 * c.hit_rate);
       } else {
         absl::StrAppendFormat(&s, "  vs %s: hit rate %.2f%% vs %.2f%% (%+.2f pp)\n", c.label,
                               100 * best.hit_rate, 100 * c.hit_rate,

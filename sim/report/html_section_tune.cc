@@ -22,7 +22,8 @@ std::string TuneCounts(const TuneFigures& t) {
       "<p class=\"tune-counts\" data-considered=\"", t.considered, "\" data-distinct=\"",
       t.distinct, "\" data-replays=\"", t.replays, "\">", Thousands(t.considered),
       " combinations of the knobs: ", Thousands(pruned), " pruned, ", Thousands(t.duplicates),
-      " giving a plan another already gave, ", Thousands(t.distinct), " distinct plans, ranked by "
+      " giving a plan another already gave, ", Thousands(t.distinct),
+      " distinct plans, ranked by "
       "the trace's hit at their alignment with an infinite cache (an upper bound of any replay); ",
       Thousands(t.replays), " replays on a trace of ", Thousands(t.trace_requests),
       " requests. Plans never replayed whose bound exceeds the recommended plan's hit: ",
@@ -53,12 +54,8 @@ std::string FrontChart(const TuneFigures& t) {
     const std::pair<double, double> xy{100 * p.memory_waste, 100 * p.hit_rate};
     if (p.pareto) front.points.push_back(xy);
     if (p.baseline || p.recommended) {
-      points.push_back(html::Series{p.recommended ? p.label + " (recommended)" : p.label,
-                                    {xy},
-                                    color++,
-                                    "",
-                                    false,
-                                    true});
+      points.push_back(html::Series{
+          p.recommended ? p.label + " (recommended)" : p.label, {xy}, color++, "", false, true});
     }
   }
   std::sort(front.points.begin(), front.points.end());
@@ -84,17 +81,14 @@ std::string PlanTable(const TuneFigures& t) {
     std::string label = Escape(p.label);
     if (p.recommended) label = absl::StrCat("<b>", label, "</b> (recommended)");
     if (p.baseline) absl::StrAppend(&label, " (baseline)");
-    absl::StrAppend(&s, "<tr data-plan=\"", Escape(p.label), "\"><td>", i + 1,
-                    "</td><td class=\"text\">", label, p.pareto ? " &#9733;" : "",
-                    "</td><td class=\"text\">", Escape(p.groups), "</td><td>",
-                    Thousands(p.scheduler_block_size), "</td><td>", Thousands(p.hash_block_size),
-                    "</td><td>", Thousands(p.hit_alignment), "</td><td>",
-                    Number(100 * p.memory_waste, 2), "</td><td>", Number(100 * p.bound_hit_rate, 2),
-                    "</td><td>",
-                    p.replayed_requests > 0 ? Number(100 * p.hit_rate, 2) : std::string("-"),
-                    "</td><td>",
-                    p.replayed_requests > 0 ? Thousands(p.replayed_requests) : std::string("-"),
-                    "</td>");
+    absl::StrAppend(
+        &s, "<tr data-plan=\"", Escape(p.label), "\"><td>", i + 1, "</td><td class=\"text\">",
+        label, p.pareto ? " &#9733;" : "", "</td><td class=\"text\">", Escape(p.groups),
+        "</td><td>", Thousands(p.scheduler_block_size), "</td><td>", Thousands(p.hash_block_size),
+        "</td><td>", Thousands(p.hit_alignment), "</td><td>", Number(100 * p.memory_waste, 2),
+        "</td><td>", Number(100 * p.bound_hit_rate, 2), "</td><td>",
+        p.replayed_requests > 0 ? Number(100 * p.hit_rate, 2) : std::string("-"), "</td><td>",
+        p.replayed_requests > 0 ? Thousands(p.replayed_requests) : std::string("-"), "</td>");
     if (sized) {
       absl::StrAppend(
           &s, "<td>", p.replicas > 0 ? std::to_string(p.replicas) : std::string("-"), "</td><td>",
