@@ -480,7 +480,6 @@ nlohmann::ordered_json OutcomeToJson(const std::string& key, const ReplayOutcome
 class ReplayLog {
  public:
   absl::Status Open(const std::string& path) {
-    path_ = path;
     if (path.empty()) return absl::OkStatus();
     std::ifstream in(path);
     std::string line;
@@ -523,7 +522,6 @@ class ReplayLog {
   }
 
  private:
-  std::string path_;
   mutable std::mutex mu_;
   std::map<std::string, ReplayOutcome> done_;
   std::ofstream out_;
