@@ -346,11 +346,94 @@ struct Space {
   std::map<std::string, int64_t> pruned;
 };
 
+// Resolves combinations into the search space: each distinct feasible plan once, refusals
+// counted by reason, repeats counted as duplicates.
+class SpaceBuilder {
+ public:
+  SpaceBuilder(const ModelSpec& model, const EngineConfig& engine, const TuneSpace& space)
+      : model_(model), engine_(engine), space_(space) {}
+
+  // The plan of `c`, whether new or already seen; nullopt when it is refused or pointless.
+  std::optional<KvPlan> Consider(const TuneChoice& c, bool baseline) {
+    ++out_.considered;
+    absl::StatusOr<KvPlan> plan = ResolveChoice(model_, engine_, c);
+    if (!plan.ok()) {
+      if (!baseline) ++out_.pruned[PruneReason(plan.status())];
+      return std::nullopt;
+    }
+    if (c.prefix_match_unit && !plan->partial_hits) {
+      // H alone changes no hit: without partial hits every hit ends on S (docs/semantics.md §7).
+      ++out_.pruned["prefix_match_unit without effect: no partial hits, hits stay on S"];
+      return std::nullopt;
+    }
+    const auto [first, inserted] = seen_.try_emplace(PlanSignature(*plan), ChoiceLabel(c));
+    if (!inserted) {
+      ++out_.duplicates;
+      if (baseline) {
+        out_.notes.push_back(
+            absl::StrCat("policy ", c.policy, " gives the same plan as ", first->second, " here"));
+      }
+      return *plan;
+    }
+    TuneCandidate candidate;
+    candidate.choice = c;
+    candidate.label = first->second;
+    candidate.baseline = baseline;
+    candidate.plan = *plan;
+    out_.candidates.push_back(std::move(candidate));
+    return *plan;
+  }
+
+  // `start`, and every match unit and retention interval on top of it.
+  void Expand(const TuneChoice& start) {
+    const std::optional<KvPlan> plan0 = Consider(start, false);
+    if (!plan0) return;
+    for (const std::optional<int>& unit : MatchUnitOptions(space_, *plan0, engine_)) {
+      TuneChoice with_unit = start;
+      with_unit.prefix_match_unit = unit;
+      const std::optional<KvPlan> plan1 = unit ? Consider(with_unit, false) : plan0;
+      if (!plan1) continue;
+      for (const std::optional<RetentionInterval>& r : RetentionOptions(space_, *plan1)) {
+        if (!r) continue;  // the engine's own: plan1 itself
+        TuneChoice with_retention = with_unit;
+        with_retention.retention_interval = r;
+        Consider(with_retention, false);
+      }
+    }
+  }
+
+  Space& space() { return out_; }
+
+ private:
+  const ModelSpec& model_;
+  const EngineConfig& engine_;
+  const TuneSpace& space_;
+  Space out_;
+  std::map<std::string, std::string> seen_;  // plan signature -> the first label that gave it
+};
+
+// The starting points at one block size: each policy's own SWA block, then every SWA block the
+// backend accepts, forced.
+std::vector<TuneChoice> StartingPoints(const TuneSpace& space, const EngineConfig& engine,
+                                       const std::vector<std::string>& policies,
+                                       const KvPlan& first_plan, std::optional<int> block) {
+  std::vector<TuneChoice> starts;
+  for (const std::string& p : policies) starts.push_back(TuneChoice{p, block, {}, {}, {}});
+  if (space.sliding_window_block && HasGroup(first_plan, LayerKind::kSlidingWindow)) {
+    const int primary = block.value_or(first_plan.primary_block_size);
+    for (int swa : SlidingWindowOptions(engine.BackendFor(LayerKind::kSlidingWindow), primary)) {
+      starts.push_back(TuneChoice{policies.front(), block, swa, {}, {}});
+    }
+  }
+  return starts;
+}
+
 // Every combination of the knobs, resolved; the feasible and distinct ones kept, the baselines
-// (each starting policy with the engine as given) first.
+// (each starting policy with the engine as given) first, so that a plan they share with another
+// combination keeps their name.
 absl::StatusOr<Space> EnumerateSpace(const ModelSpec& model, const EngineConfig& engine,
                                      const TuneSpace& space) {
-  std::vector<std::string> policies =
+  const std::vector<std::string> policies =
       space.policies.empty() ? RegisteredPolicyNames() : space.policies;
   for (const std::string& p : policies) {
     if (FindPolicy(p) == nullptr) {
@@ -359,45 +442,12 @@ absl::StatusOr<Space> EnumerateSpace(const ModelSpec& model, const EngineConfig&
                        "' (registered: ", absl::StrJoin(RegisteredPolicyNames(), ", "), ")"));
     }
   }
-  Space out;
-  out.first_policy = policies.front();
-  std::map<std::string, std::string> seen;  // plan signature -> the first label that gave it
-  auto consider = [&](const TuneChoice& c, bool baseline) -> std::optional<KvPlan> {
-    ++out.considered;
-    absl::StatusOr<KvPlan> plan = ResolveChoice(model, engine, c);
-    if (!plan.ok()) {
-      if (baseline) return std::nullopt;
-      ++out.pruned[PruneReason(plan.status())];
-      return std::nullopt;
-    }
-    if (c.prefix_match_unit && !plan->partial_hits) {
-      // H alone changes no hit: without partial hits every hit ends on S (docs/semantics.md §7).
-      ++out.pruned["prefix_match_unit without effect: no partial hits, hits stay on S"];
-      return std::nullopt;
-    }
-    const auto [first, inserted] = seen.try_emplace(PlanSignature(*plan), ChoiceLabel(c));
-    if (!inserted) {
-      ++out.duplicates;
-      if (baseline) {
-        out.notes.push_back(
-            absl::StrCat("policy ", c.policy, " gives the same plan as ", first->second, " here"));
-      }
-      return *plan;
-    }
-    TuneCandidate candidate;
-    candidate.choice = c;
-    candidate.label = ChoiceLabel(c);
-    candidate.baseline = baseline;
-    candidate.plan = *plan;
-    out.candidates.push_back(std::move(candidate));
-    return *plan;
-  };
-  // Baselines first, so a plan they share with another combination keeps their name.
+  SpaceBuilder builder(model, engine, space);
+  builder.space().first_policy = policies.front();
   std::optional<KvPlan> first_plan;
   for (const std::string& p : policies) {
-    TuneChoice c;
-    c.policy = p;
-    std::optional<KvPlan> plan = consider(c, /*baseline=*/true);
+    const TuneChoice c{p, {}, {}, {}, {}};
+    std::optional<KvPlan> plan = builder.Consider(c, /*baseline=*/true);
     if (!plan) {
       absl::StatusOr<KvPlan> refused = ResolveChoice(model, engine, c);
       return absl::InvalidArgumentError(
@@ -406,46 +456,14 @@ absl::StatusOr<Space> EnumerateSpace(const ModelSpec& model, const EngineConfig&
                        "baseline (name the others with `policies`): ",
                        refused.status().message()));
     }
-    if (!first_plan) first_plan = plan;
+    if (!first_plan) first_plan = std::move(plan);
   }
-  const bool has_swa = HasGroup(*first_plan, LayerKind::kSlidingWindow);
   for (const std::optional<int>& block : BlockSizeOptions(space, first_plan->primary_block_size)) {
-    // The SWA block: each starting policy's choice, then every kernel block forced.
-    std::vector<TuneChoice> starts;
-    for (const std::string& p : policies) {
-      TuneChoice c;
-      c.policy = p;
-      c.block_size = block;
-      starts.push_back(c);
-    }
-    if (space.sliding_window_block && has_swa) {
-      const int primary = block.value_or(first_plan->primary_block_size);
-      for (int swa : SlidingWindowOptions(engine.BackendFor(LayerKind::kSlidingWindow), primary)) {
-        TuneChoice c;
-        c.policy = policies.front();
-        c.block_size = block;
-        c.sliding_window_block = swa;
-        starts.push_back(c);
-      }
-    }
-    for (const TuneChoice& start : starts) {
-      std::optional<KvPlan> plan0 = consider(start, false);
-      if (!plan0) continue;
-      for (const std::optional<int>& unit : MatchUnitOptions(space, *plan0, engine)) {
-        TuneChoice with_unit = start;
-        with_unit.prefix_match_unit = unit;
-        std::optional<KvPlan> plan1 = unit ? consider(with_unit, false) : plan0;
-        if (!plan1) continue;
-        for (const std::optional<RetentionInterval>& r : RetentionOptions(space, *plan1)) {
-          if (!r) continue;  // the engine's own: plan1 itself
-          TuneChoice with_retention = with_unit;
-          with_retention.retention_interval = r;
-          consider(with_retention, false);
-        }
-      }
+    for (const TuneChoice& start : StartingPoints(space, engine, policies, *first_plan, block)) {
+      builder.Expand(start);
     }
   }
-  return out;
+  return std::move(builder.space());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1030,7 +1048,10 @@ std::vector<size_t> ShownRows(const TuneResult& result, int top) {
 
 }  // namespace
 
-std::string TuneResultText(const TuneResult& result, int top) {
+namespace {
+
+// The search's counts, what it pruned and why, and its warnings.
+std::string SearchSummaryText(const TuneResult& result) {
   std::string s;
   int64_t pruned = 0;
   for (const auto& [reason, count] : result.pruned) pruned += count;
@@ -1071,6 +1092,12 @@ std::string TuneResultText(const TuneResult& result, int top) {
         "arrivals (`time_scale`) or more memory (`kv_cache_bytes`)\n",
         result.overloaded);
   }
+  return s;
+}
+
+// One row per shown plan.
+std::string PlanTableText(const TuneResult& result, int top) {
+  std::string s;
   const bool sized = result.objective == TuneObjective::kReplicas;
   absl::StrAppendFormat(&s, "\n%4s %5s  %-44s %6s %6s %6s %8s %7s %8s %9s", "#", "cheap", "plan",
                         "S", "H", "A", "waste%", "bound%", "hit%", "requests");
@@ -1081,7 +1108,10 @@ std::string TuneResultText(const TuneResult& result, int top) {
     std::string label = c.label;
     if (c.baseline) label += " [baseline]";
     if (c.pareto) label += " *";
-    if (label.size() > 44) label = label.substr(0, 41) + "...";
+    if (label.size() > 44) {
+      label.resize(41);
+      label.append("...");
+    }
     absl::StrAppendFormat(&s, "%4d %5d  %-44s %6d %6d %6d %8.2f %7.2f ", i + 1, c.rank, label,
                           c.plan.scheduler_block_size, c.plan.hash_block_size, c.plan.hit_alignment,
                           100 * c.memory_waste, 100 * c.bound_hit_rate);
@@ -1106,6 +1136,13 @@ std::string TuneResultText(const TuneResult& result, int top) {
   s +=
       "(cheap: position in the cheap ranking; bound%: the trace's hit at A with an infinite cache, "
       "an upper bound of hit%; * on the front of replayed hit rate vs memory waste)\n";
+  return s;
+}
+
+// The recommendation against each baseline.
+std::string RecommendationText(const TuneResult& result) {
+  std::string s;
+  const bool sized = result.objective == TuneObjective::kReplicas;
   if (!result.candidates.empty()) {
     const TuneCandidate& best = result.candidates[result.best];
     absl::StrAppendFormat(&s, "\nrecommended: %s\n", best.label);
@@ -1127,6 +1164,12 @@ std::string TuneResultText(const TuneResult& result, int top) {
     }
   }
   return s;
+}
+
+}  // namespace
+
+std::string TuneResultText(const TuneResult& result, int top) {
+  return SearchSummaryText(result) + PlanTableText(result, top) + RecommendationText(result);
 }
 
 nlohmann::ordered_json TuneResultJson(const TuneResult& result, int top) {
