@@ -221,6 +221,9 @@ std::string PruneReason(const absl::Status& status) {
   if (m.find("retention") != std::string::npos) {
     return "retention interval not accepted for this plan";
   }
+  if (m.find("padded KV pages do not support kernel block splitting") != std::string::npos) {
+    return "a padded page the backend's kernel blocks cannot split";
+  }
   if (m.find("kernel") != std::string::npos) return "no kernel block the backend supports";
   if (m.find("page") != std::string::npos) return "pages cannot be unified";
   if (m.find("block") != std::string::npos) return "block sizes refused at startup";
@@ -285,15 +288,15 @@ std::vector<std::optional<int>> BlockSizeOptions(const TuneSpace& space, int res
   return options;
 }
 
-// SWA blocks to try: every exact kernel block of the backend, and for each MultipleOf(v) its
-// powers-of-two multiples up to the primary block and the multiples of v that divide it.
+// SWA blocks to try: for each kernel block size v the backend declares (an exact size, or
+// MultipleOf(v)), v's powers-of-two multiples up to the primary block and the multiples of v that
+// divide it. A manager block that is a multiple of an exact kernel size is split into kernel
+// blocks (docs/semantics.md §3.2), unless its page is padded: the planner refuses those, and the
+// search counts them.
 std::vector<int> SlidingWindowOptions(const AttentionBackend& backend, int primary) {
   std::set<int> sizes;
   for (const KernelBlockSize& k : backend.kernel_block_sizes) {
-    if (!k.multiple_of) {
-      sizes.insert(k.value);
-      continue;
-    }
+    sizes.insert(k.value);
     for (int b = k.value; b <= primary; b *= 2) sizes.insert(b);
     for (int b = k.value; b <= primary; b += k.value) {
       if (primary % b == 0) sizes.insert(b);

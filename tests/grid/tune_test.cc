@@ -127,6 +127,19 @@ TEST_F(TuneTest, RefusedPlansAreCountedByReason) {
   EXPECT_GT(r->pruned["memory: one max_model_len request does not fit"], 0);
   EXPECT_EQ(r->considered, pruned + r->duplicates + static_cast<int64_t>(r->candidates.size()));
   EXPECT_NE(TuneResultText(*r, 5).find("pruned: memory"), std::string::npos);
+
+  // FlashInfer runs kernel blocks of 16, 32 and 64 only, and a padded SWA page cannot be split
+  // into them: #53007's 1536-token SWA block is refused there, and counted.
+  TuneOptions flashinfer = KimiOptions();
+  flashinfer.replay.model_engine.engine = "kimi-k3-dspark-flashinfer";
+  flashinfer.budget = 2;
+  flashinfer.rounds = 1;
+  absl::StatusOr<TuneResult> fi = RunTune(flashinfer, nullptr);
+  ASSERT_TRUE(fi.ok()) << fi.status();
+  EXPECT_GT(fi->pruned["a padded page the backend's kernel blocks cannot split"], 0);
+  for (const TuneCandidate& c : fi->candidates) {
+    EXPECT_NE(SlidingWindowBlock(c.plan), 1536) << c.label;
+  }
 }
 
 // Same inputs, same ranking, on one thread or two; a resumed search reads its replays back.
