@@ -158,6 +158,15 @@ absl::Status WriteTunePage(const TuneCommandOptions& options, const grid::TuneRe
                        /*parity=*/nullptr, &figures);
 }
 
+// An interrupted search keeps the replays that finished in its --state file, if it has one.
+std::string InterruptedMessage(const std::string& state_path) {
+  return absl::StrCat("prefixsim tune: interrupted; ",
+                      state_path.empty()
+                          ? "give --state FILE to keep finished replays for the next run"
+                          : absl::StrCat("the same command with --state ", state_path,
+                                         " resumes from the replays that finished"));
+}
+
 absl::Status RunTuneCommand(const TuneCommandOptions& options, CommandOutput& out) {
   InstallInterruptHandlers();
   PREFIXSIM_ASSIGN_OR_RETURN(const grid::TuneOptions tune, ToTuneOptions(options));
@@ -170,10 +179,17 @@ absl::Status RunTuneCommand(const TuneCommandOptions& options, CommandOutput& ou
     PREFIXSIM_RETURN_IF_ERROR(CheckOutputFile(path, flag));
   }
   const bool quiet = options.replay.no_progress;
-  PREFIXSIM_ASSIGN_OR_RETURN(const grid::TuneResult result,
-                             grid::RunTune(tune, InterruptFlag(), [&](const std::string& line) {
-                               if (!quiet) out.err << line << "\n";
-                             }));
+  absl::StatusOr<grid::TuneResult> searched =
+      grid::RunTune(tune, InterruptFlag(), [&](const std::string& line) {
+        if (!quiet) out.err << line << "\n";
+      });
+  if (!searched.ok() && InterruptSignal() != 0) {
+    out.err << InterruptedMessage(options.state_path) << "\n";
+    out.exit_code = kExitInterrupted;
+    return absl::OkStatus();
+  }
+  PREFIXSIM_RETURN_IF_ERROR(searched.status());
+  const grid::TuneResult& result = *searched;
   if (options.json_path != "-") {
     out.out << run::SpellAsFlags(grid::TuneResultText(result, options.top))
             << "  vLLM flags: " << VllmFlags(result.candidates[result.best]) << "\n";

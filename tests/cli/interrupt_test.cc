@@ -244,5 +244,32 @@ TEST_F(InterruptTest, SweepKeepsFinishedPointsOnly) {
   EXPECT_EQ(results["points"].get<int>(), 2);
 }
 
+// `tune` stopped mid-search exits 130 and says how to resume; its --state file holds only whole
+// records of the replays that finished.
+TEST_F(InterruptTest, TuneStopsOnSigintAndKeepsFinishedReplays) {
+  const fs::path d = NewDir("tune");
+  const fs::path state = d / "out" / "state.jsonl";
+  const pid_t pid = Spawn(
+      {"tune", "--trace", *trace_, "--model", "kimi-k3-like", "--engine", "kimi-k3-dspark",
+       "--max-requests", "60000", "--no-progress", "--threads", "1", "--state", state.string()},
+      d);
+  ASSERT_GT(pid, 0);
+  // Running for real: a first replay has finished and is in the state file.
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state) && fs::file_size(state) > 0; }, 300));
+  ASSERT_TRUE(Running(pid));
+  kill(pid, SIGINT);
+  EXPECT_EQ(WaitExit(pid), 130);
+  const std::string err = ReadFile(d / "stderr.txt");
+  EXPECT_NE(err.find("interrupted; the same command with --state"), std::string::npos) << err;
+  std::istringstream lines(ReadFile(state));
+  int records = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const Json j = Json::parse(line);
+    EXPECT_TRUE(j.contains("key") && j.contains("hits")) << line;
+    ++records;
+  }
+  EXPECT_GT(records, 0);
+}
+
 }  // namespace
 }  // namespace prefixsim
