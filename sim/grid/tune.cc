@@ -1138,7 +1138,8 @@ std::string PlanTableText(const TuneResult& result, int top) {
   }
   s +=
       "(cheap: position in the cheap ranking; bound%: the trace's hit at A with an infinite cache, "
-      "an upper bound of hit%; * on the front of replayed hit rate vs memory waste)\n";
+      "above hit% unless later prompts repeat earlier outputs; * on the front of replayed hit "
+      "rate vs memory waste)\n";
   return s;
 }
 

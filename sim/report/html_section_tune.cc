@@ -24,7 +24,8 @@ std::string TuneCounts(const TuneFigures& t) {
       " combinations of the knobs: ", Thousands(pruned), " pruned, ", Thousands(t.duplicates),
       " giving a plan another already gave, ", Thousands(t.distinct),
       " distinct plans, ranked by "
-      "the trace's hit at their alignment with an infinite cache (an upper bound of any replay); ",
+      "the trace's hit at their alignment with an infinite cache (no replay exceeds it unless "
+      "later prompts repeat earlier outputs); ",
       Thousands(t.replays), " replays on a trace of ", Thousands(t.trace_requests),
       " requests. Plans never replayed whose bound exceeds the recommended plan's hit: ",
       Thousands(t.unreplayed_above_best), ".</p>\n");
