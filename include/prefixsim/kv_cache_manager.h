@@ -100,6 +100,9 @@ class KvCacheManager {
   // hashes already computed at the plan's hash unit (a search replaying one parsed trace under
   // many plans hashes each prompt once per unit).
   static void PrepareRequest(const KvPlan& plan, Request* request);
+  // What PrepareRequest stores for a plan hashing at `hash_tokens` (> 0), computed from the
+  // request's content alone.
+  static PromptHashes PromptHashesAt(const Request& request, int64_t hash_tokens);
   // Stops tracking; its handle is invalid from now on. REQUIRES: its blocks were freed with Free().
   void RemoveRequest(uint64_t request_id);
   // The handle of a tracked request. REQUIRES: AddRequest'ed and not removed.

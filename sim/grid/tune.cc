@@ -53,23 +53,10 @@ class ParsedTrace {
                           static_cast<int64_t>(requests.size() * sizeof(PromptHashes));
     if (request_bytes + hash_bytes_ + bytes > memory_limit) return nullptr;
     hash_bytes_ += bytes;
-    auto [it, inserted] = hashes_.try_emplace(h);
-    {
-      KvPlan plan;  // what PrepareRequest reads: prefix caching on, H = h (one group of h tokens)
-      KvGroup group;
-      group.block_size = static_cast<int>(h);
-      plan.groups.push_back(group);
-      plan.scheduler_block_size = plan.hash_block_size = h;
-      it->second.resize(requests.size());
-      for (size_t i = 0; i < requests.size(); ++i) {
-        Request copy;
-        copy.prompt_tokens = requests[i].prompt_tokens;
-        copy.prompt = requests[i].prompt;
-        copy.literal_tokens = requests[i].literal_tokens;
-        copy.namespace_key = requests[i].namespace_key;
-        KvCacheManager::PrepareRequest(plan, &copy);
-        it->second[i] = std::move(copy.prompt_hashes);
-      }
+    const auto it = hashes_.try_emplace(h).first;
+    it->second.reserve(requests.size());
+    for (const Request& r : requests) {
+      it->second.push_back(KvCacheManager::PromptHashesAt(r, h));
     }
     return &it->second;
   }

@@ -68,6 +68,21 @@ void KvCacheManager::SetCacheEventListener(CacheEventListener* listener) {
 
 void KvCacheManager::SetKvEventSink(KvEventSink* sink) { state_->pool().set_event_sink(sink); }
 
+PromptHashes KvCacheManager::PromptHashesAt(const Request& request, int64_t hash_tokens) {
+  PREFIXSIM_CHECK(hash_tokens > 0);
+  PromptHashes pre;
+  if (request.prompt_tokens <= 1) return pre;
+  // The chunks the admission lookup reads first (max_hit = prompt - 1, docs/semantics.md §9.1); a
+  // router that wants one more (HashPrompt) extends from the cursor.
+  kv::HashCursor cursor;
+  kv::ExtendBlockHashes(request, hash_tokens, (request.prompt_tokens - 1) / hash_tokens, &cursor,
+                        &pre.hashes);
+  pre.chunk_tokens = hash_tokens;
+  pre.next_segment = cursor.segment;
+  pre.next_offset_in_segment = cursor.offset_in_seg;
+  return pre;
+}
+
 void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
   PREFIXSIM_CHECK(request != nullptr);
   PromptHashes& pre = request->prompt_hashes;
@@ -75,19 +90,11 @@ void KvCacheManager::PrepareRequest(const KvPlan& plan, Request* request) {
     pre = PromptHashes{};
     return;
   }
-  // The chunks the admission lookup reads first (max_hit = prompt - 1, docs/semantics.md §9.1); a
-  // router that wants one more (HashPrompt) extends from the cursor.
   const int64_t h = kv::KvCacheCoordinator::HashBlockSize(plan);
   // Hashed ahead at this H already (a search that replays one parsed trace under many plans
   // hashes each prompt once per H): the hashes depend on the content alone.
   if (h > 0 && pre.chunk_tokens == h) return;
-  pre = PromptHashes{};
-  if (h <= 0 || request->prompt_tokens <= 1) return;
-  kv::HashCursor cursor;
-  kv::ExtendBlockHashes(*request, h, (request->prompt_tokens - 1) / h, &cursor, &pre.hashes);
-  pre.chunk_tokens = h;
-  pre.next_segment = cursor.segment;
-  pre.next_offset_in_segment = cursor.offset_in_seg;
+  pre = h > 0 ? PromptHashesAt(*request, h) : PromptHashes{};
 }
 
 int64_t KvCacheManager::num_free_blocks() const { return state_->pool().num_free(); }
