@@ -65,6 +65,13 @@ struct MissAttribution {
   int64_t evicted_on_other_replicas = 0;
   EvictionBreaker evicted_by = EvictionBreaker::kFullAttention;
   int elsewhere_replica = -1;  // the replica that held the prefix, when tokens[kElsewhere] > 0
+  // With offload tiers, of tokens[kEvicted] (both 0 without tiers): those some tier had stored
+  // and has dropped since (its capacity), and those no tier ever stored (prompt-only storing,
+  // store_threshold, refused stores, blocks a group no longer held). Tokens a tier served are
+  // hits. A tier's block still being written or loaded loses no tokens: the lookup waits for it
+  // (OffloadStats::deferred_lookups).
+  int64_t tier_evicted = 0;
+  int64_t tier_not_stored = 0;
 
   int64_t total() const;
   int64_t of(MissCause cause) const { return tokens[static_cast<int>(cause)]; }
@@ -80,11 +87,14 @@ struct MissCauseStats {
     std::array<int64_t, kNumMissCauses> tokens{};
     std::array<int64_t, kNumMissCauses> requests{};  // admissions with tokens of that cause
     std::array<int64_t, kNumEvictionBreakers> evicted_tokens_by{};
+    int64_t tier_evicted_tokens = 0;     // MissAttribution::tier_evicted, summed
+    int64_t tier_not_stored_tokens = 0;  // MissAttribution::tier_not_stored, summed
     void Add(const MissAttribution& a);
     void Merge(const Totals& other);
     int64_t total_tokens() const;
   };
   bool enabled = false;  // the replay attributed its admissions (prefix caching on)
+  bool tiers = false;    // ... with offload tiers (the tier split of `evicted` is meaningful)
   Totals first;          // first admissions
   Totals preempted;      // re-admissions after a preemption
   // Computed U-blocks the replicas' records forgot to stay within
@@ -92,9 +102,14 @@ struct MissCauseStats {
   // then lost) count as `elsewhere` (another replica holds them) or `compulsory`; no other
   // figure changes.
   int64_t forgotten_blocks = 0;
+  // Keys the offload tiers' records of their evictions forgot, within the same bound: tokens whose
+  // keys were stored then and dropped count as tier_not_stored rather than tier_evicted.
+  int64_t forgotten_tier_keys = 0;
 
   void Merge(const MissCauseStats& other) {
     enabled = enabled || other.enabled;
+    tiers = tiers || other.tiers;
+    forgotten_tier_keys += other.forgotten_tier_keys;
     first.Merge(other.first);
     preempted.Merge(other.preempted);
     forgotten_blocks += other.forgotten_blocks;

@@ -507,6 +507,14 @@ py::dict RequestColumns(const ReplayResult& r) {
       columns[py::str(
           absl::StrCat(absl::AsciiStrToLower(r.offload.tiers[t].medium), "_hit_tokens"))] = tier;
     }
+    auto tier_evicted = NewColumn<int64_t>(n), not_stored = NewColumn<int64_t>(n);
+    auto *tier_evicted_p = tier_evicted.mutable_data(), *not_stored_p = not_stored.mutable_data();
+    for (size_t i = 0; i < n; ++i) {
+      tier_evicted_p[i] = records[i].miss.tier_evicted;
+      not_stored_p[i] = records[i].miss.tier_not_stored;
+    }
+    columns["tier_evicted_tokens"] = py::make_tuple(tier_evicted, attributed_missing);
+    columns["tier_not_stored_tokens"] = py::make_tuple(not_stored, attributed_missing);
   }
   if (fleet) {
     columns["elsewhere_replica"] = py::make_tuple(elsewhere, elsewhere_missing);

@@ -107,12 +107,11 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
   kv_options.max_num_batched_tokens = engine.max_num_batched_tokens;
   sim->kv_ = std::make_unique<KvCacheManager>(sim->plan_, kv_options);
   kv::SetFastPath(*sim->kv_, tuning.kv_fast_path);
-  if (options.attribute_misses) {
-    kv::EnableMissAttribution(
-        *sim->kv_, options.miss_record_bytes > 0
-                       ? std::max<int64_t>(2, options.miss_record_bytes / kv::kRecordBytesPerBlock)
-                       : 0);
-  }
+  const int64_t max_record_blocks =
+      options.miss_record_bytes > 0
+          ? std::max<int64_t>(2, options.miss_record_bytes / kv::kRecordBytesPerBlock)
+          : 0;
+  if (options.attribute_misses) kv::EnableMissAttribution(*sim->kv_, max_record_blocks);
   if (options.kv_event_sink) {
     sim->event_sink_ = options.kv_event_sink(replica);
     sim->kv_->SetKvEventSink(sim->event_sink_);
@@ -122,6 +121,10 @@ absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
     sim->offload_ = std::make_unique<kv::OffloadingConnector>(
         sim->plan_, sim->engine_, sim->kv_.get(), shared_tiers, /*reports_shared=*/replica == 0);
     sim->scheduler_->SetOffloadingConnector(sim->offload_.get());
+    // Each tier's record of its evictions is bounded like the replica's record of its blocks.
+    if (kv::MissAttributionEnabled(*sim->kv_)) {
+      sim->offload_->EnableMissAttribution(max_record_blocks);
+    }
   }
   if (sim->num_spec_tokens_ > 0) sim->steps_by_accepted_.assign(sim->num_spec_tokens_ + 1, 0);
   return sim;
@@ -405,6 +408,7 @@ ReplicaTotals Simulator::TakeTotals() {
   r.lost_to_alignment_tokens = c.lost_to_alignment_tokens;
   r.miss_causes = c.miss_causes;
   r.miss_causes.forgotten_blocks = kv::ForgottenComputedBlocks(*kv_);
+  if (offload_ != nullptr) r.miss_causes.forgotten_tier_keys = offload_->ForgottenTierKeys();
   r.preemptions = c.preemptions;
   r.evicted_blocks = kv_->counters().evicted_blocks;
   if (offload_ != nullptr) {

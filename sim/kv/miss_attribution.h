@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "prefixsim/kv_cache_manager.h"
 #include "prefixsim/miss_causes.h"
 #include "prefixsim/request.h"
@@ -66,8 +67,13 @@ void SetRoutableHits(const std::vector<int64_t>& hits_at_arrival, int chosen,
 
 // The causes of an admission: call between GetComputedBlocks(request), which returned `hit`, and
 // the AllocateSlots that admits it. Reads the cache only. REQUIRES: MissAttributionEnabled.
+// With offload tiers, `hit` is the whole hit (the GPU's and the tiers'), and `tier_stored_end`
+// is OffloadingConnector::StoredEnd (called only when tokens were evicted).
 MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
                               const PrefixHit& hit, const ArrivalSighting& sighting);
+MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
+                              const PrefixHit& hit, const ArrivalSighting& sighting,
+                              absl::FunctionRef<int64_t()> tier_stored_end);
 
 }  // namespace kv
 }  // namespace prefixsim

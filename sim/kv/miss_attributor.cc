@@ -57,7 +57,8 @@ void MissAttributor::LeaveInFlight(uint64_t hash) {
 MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, int64_t num_fine,
                                           int64_t num_tokens, const PrefixHit& hit,
                                           const ArrivalSighting& sighting,
-                                          absl::FunctionRef<int64_t(bool)> checkpointed_hit) const {
+                                          absl::FunctionRef<int64_t(bool)> checkpointed_hit,
+                                          absl::FunctionRef<int64_t()> tier_stored_end) const {
   const Record& r = At(slot);
   const int64_t unit = shadow_->unit();
   const int64_t drop = shadow_->drop_eagle() ? unit : 0;
@@ -115,6 +116,18 @@ MissAttribution MissAttributor::Attribute(uint32_t slot, const HashPair* fine, i
   set(MissCause::kCompulsory, cap - t.fleet_known);
   set(MissCause::kTail, num_tokens - cap);
   m.evicted_on_other_replicas = t.fleet_known - t.held_elsewhere;
+  // The tiers serve a prefix too, so the evicted tokens below where their hit would end on what
+  // they ever stored were stored and dropped; the rest never reached a tier.
+  if (const int64_t evicted = m.of(MissCause::kEvicted); evicted > 0) {
+    if (const int64_t stored_end = tier_stored_end(); stored_end >= 0) {
+      auto below = [stored_end](int64_t from, int64_t to) {
+        return std::max<int64_t>(0, std::min(to, stored_end) - from);
+      };
+      m.tier_evicted = below(t.fine_hit, t.checkpointed) + below(t.in_flight, t.computed_here) +
+                       below(t.held_elsewhere, t.fleet_known);
+      m.tier_not_stored = evicted - m.tier_evicted;
+    }
+  }
   m.evicted_by = BreakerOfKind(plan_->groups[r.limiting_group].kind);
   if (t.elsewhere > t.computed_here) m.elsewhere_replica = sighting.elsewhere_replica;
   PREFIXSIM_CHECK(m.total() == num_tokens);
@@ -191,12 +204,18 @@ void SetRoutableHits(const std::vector<int64_t>& hits_at_arrival, int chosen,
 
 MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
                               const PrefixHit& hit, const ArrivalSighting& sighting) {
+  return AttributeMiss(manager, request, hit, sighting, [] { return int64_t{-1}; });
+}
+
+MissAttribution AttributeMiss(KvCacheManager& manager, KvRequestHandle request,
+                              const PrefixHit& hit, const ArrivalSighting& sighting,
+                              absl::FunctionRef<int64_t()> tier_stored_end) {
   KvCacheState& state = *manager.impl();
   PREFIXSIM_CHECK(state.attributor() != nullptr);
   const RequestState& st = state.requests()[request];
   return state.attributor()->Attribute(
       request.slot, st.hashes.data(), static_cast<int64_t>(st.hashes.size()), st.num_tokens, hit,
-      sighting, [&](bool dense) { return state.CheckpointedHit(st, dense); });
+      sighting, [&](bool dense) { return state.CheckpointedHit(st, dense); }, tier_stored_end);
 }
 
 }  // namespace prefixsim::kv

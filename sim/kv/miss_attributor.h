@@ -47,11 +47,14 @@ class MissAttributor {
   // The causes of the admission whose lookup returned `hit` (miss_attribution.h AttributeMiss).
   // `checkpointed_hit(dense)` is the same lookup at H on what every group ever cached, and with
   // `dense` on what the retention interval dropped too (ever_cached_index.h); each is a whole
-  // lookup, so it is asked only when a published prefix was missed.
+  // lookup, so it is asked only when a published prefix was missed. `tier_stored_end()` is where
+  // the offload tiers' hit would end on everything they ever stored (-1: no tiers), asked only
+  // when tokens were evicted, to split them into tier_evicted and tier_not_stored.
   MissAttribution Attribute(uint32_t slot, const HashPair* fine, int64_t num_fine,
                             int64_t num_tokens, const PrefixHit& hit,
                             const ArrivalSighting& sighting,
-                            absl::FunctionRef<int64_t(bool)> checkpointed_hit) const;
+                            absl::FunctionRef<int64_t(bool)> checkpointed_hit,
+                            absl::FunctionRef<int64_t()> tier_stored_end) const;
 
  private:
   // What attribution keeps per request: the U-blocks [in_flight_from, in_flight_to) it counted in

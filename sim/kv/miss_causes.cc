@@ -75,6 +75,8 @@ void MissCauseStats::Totals::Add(const MissAttribution& a) {
   if (here > 0) evicted_tokens_by[static_cast<int>(a.evicted_by)] += here;
   evicted_tokens_by[static_cast<int>(EvictionBreaker::kOtherReplica)] +=
       a.evicted_on_other_replicas;
+  tier_evicted_tokens += a.tier_evicted;
+  tier_not_stored_tokens += a.tier_not_stored;
 }
 
 void MissCauseStats::Totals::Merge(const Totals& other) {
@@ -84,6 +86,8 @@ void MissCauseStats::Totals::Merge(const Totals& other) {
     requests[c] += other.requests[c];
   }
   for (int b = 0; b < kNumEvictionBreakers; ++b) evicted_tokens_by[b] += other.evicted_tokens_by[b];
+  tier_evicted_tokens += other.tier_evicted_tokens;
+  tier_not_stored_tokens += other.tier_not_stored_tokens;
 }
 
 int64_t MissCauseStats::Totals::total_tokens() const {

@@ -71,6 +71,7 @@ void OffloadTier::Evict(uint32_t e, KvEventSink* sink) {
   used_bytes_ -= x.bytes;
   counters_.evicted_blocks += 1;
   if (!x.loaded) counters_.evicted_never_loaded += 1;
+  if (evictions_ != nullptr) evictions_->Add(x.key);
   index_.erase(x.key);
   free_entries_.push_back(e);
 }
@@ -155,6 +156,23 @@ int64_t OffloadTier::HeldNeverLoaded() const {
   int64_t n = 0;
   for (const auto& [key, e] : index_) n += entries_[e].loaded ? 0 : 1;
   return n;
+}
+
+void OffloadTier::RememberEvictions(int64_t max_keys) {
+  if (evictions_ == nullptr) evictions_ = std::make_unique<EvictionRecord>(max_keys);
+}
+
+void EvictionRecord::Add(uint64_t key) {
+  times_[key] += 1;
+  order_.push_back(key);
+  if (max_keys_ <= 0 || static_cast<int64_t>(order_.size()) <= max_keys_) return;
+  const uint64_t oldest = order_.front();
+  order_.pop_front();
+  auto it = times_.find(oldest);
+  if (--it->second == 0) {
+    times_.erase(it);
+    forgotten_ += 1;
+  }
 }
 
 void LookupTracker::Count(uint64_t key) {

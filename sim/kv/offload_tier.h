@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,22 @@ struct TierBlock {
   int64_t bytes = 0;
   uint64_t block_hash = 0;
   int32_t group = 0;
+};
+
+// The keys a tier has evicted, for miss attribution (a block it dropped against one it never
+// stored): the most recent `max_keys` (0: no bound), the older ones forgotten and counted.
+class EvictionRecord {
+ public:
+  explicit EvictionRecord(int64_t max_keys) : max_keys_(max_keys) {}
+  void Add(uint64_t key);
+  bool Contains(uint64_t key) const { return times_.contains(key); }
+  int64_t forgotten() const { return forgotten_; }
+
+ private:
+  int64_t max_keys_;
+  int64_t forgotten_ = 0;
+  absl::flat_hash_map<uint64_t, int32_t> times_;  // key -> evictions remembered
+  std::deque<uint64_t> order_;                    // the remembered evictions, oldest first
 };
 
 // The keys of one tier, least recently used first. A key (a block hash and its group,
@@ -87,6 +104,15 @@ class OffloadTier {
   // Stored keys still held that no load ever read.
   int64_t HeldNeverLoaded() const;
 
+  // Remember evicted keys from now on, at most `max_keys` of them (0: all). Idempotent: a tier
+  // that replicas share is asked once by each.
+  void RememberEvictions(int64_t max_keys);
+  // Whether the tier holds the key (ready or not) or remembers evicting it.
+  bool EverHeld(uint64_t key) const {
+    return Contains(key) || (evictions_ != nullptr && evictions_->Contains(key));
+  }
+  int64_t ForgottenEvictions() const { return evictions_ ? evictions_->forgotten() : 0; }
+
  private:
   struct Entry {
     uint64_t key = 0;
@@ -114,7 +140,8 @@ class OffloadTier {
   uint32_t oldest_ = kNil, newest_ = kNil;
   TransferLink read_link_, write_link_;
   Counters counters_;
-  std::vector<uint32_t> flagged_, victims_;  // Store's scratch
+  std::vector<uint32_t> flagged_, victims_;    // Store's scratch
+  std::unique_ptr<EvictionRecord> evictions_;  // null unless RememberEvictions
 };
 
 // The bounded lookup counter behind vLLM's store_threshold: how often each key was looked up,

@@ -118,7 +118,8 @@ int OffloadingConnector::TierOf(uint64_t key, int64_t now, bool* pending) const 
 // GPU hit (the GPU holds the rest of that window). An EAGLE group asks for one block more and
 // drops it.
 int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<HashPair>& hashes,
-                                      int64_t gpu_hit, int64_t max_hit, int64_t now, bool* defer) {
+                                      int64_t gpu_hit, int64_t max_hit, int64_t now, bool* defer,
+                                      bool ever_held) {
   // A peek (defer null) counts no lookup for store_threshold.
   LookupTracker* const tracker = defer != nullptr ? tracker_.get() : nullptr;
   const int64_t num_keys = static_cast<int64_t>(hashes.size()) / r.ratio;
@@ -133,7 +134,7 @@ int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<Hash
       const uint64_t key = key_of(c);
       if (tracker != nullptr) tracker->Count(key);
       bool pending = false;
-      if (TierOf(key, now, &pending) < 0) {
+      if (ever_held ? !EverHeld(key) : TierOf(key, now, &pending) < 0) {
         // vLLM's HIT_PENDING: ask again when the write lands.
         if (pending && defer != nullptr) *defer = true;
         break;
@@ -146,7 +147,7 @@ int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<Hash
   for (int64_t c = top - 1; c >= start; --c) {
     const uint64_t key = key_of(c);
     if (tracker != nullptr) tracker->Count(key);
-    if (TierOf(key, now, nullptr) < 0) {
+    if (ever_held ? !EverHeld(key) : TierOf(key, now, nullptr) < 0) {
       run = 0;
       continue;
     }
@@ -160,14 +161,14 @@ int64_t OffloadingConnector::GroupHit(const GroupRule& r, const std::vector<Hash
 // prompt token is recomputed when any group keeps a window or a state; a pure full-attention hit
 // may reach the end (the scheduler then recomputes one token). `defer` null: a peek.
 int64_t OffloadingConnector::HitEnd(const std::vector<HashPair>& hashes, int64_t num_tokens,
-                                    int64_t gpu_hit, int64_t now, bool* defer) {
+                                    int64_t gpu_hit, int64_t now, bool* defer, bool ever_held) {
   int64_t max_hit = num_tokens - (has_window_group_ ? 1 : 0);
   for (const GroupRule& r : rules_) max_hit = std::min(max_hit, num_tokens / r.block * r.block);
   if (rules_.empty()) return gpu_hit;
   for (bool changed = true; changed && max_hit > gpu_hit;) {
     changed = false;
     for (const GroupRule& r : rules_) {
-      const int64_t hit = GroupHit(r, hashes, gpu_hit, max_hit, now, defer);
+      const int64_t hit = GroupHit(r, hashes, gpu_hit, max_hit, now, defer, ever_held);
       if (defer != nullptr && *defer) return gpu_hit;
       if (hit < max_hit) {
         max_hit = hit;
@@ -251,6 +252,30 @@ void OffloadingConnector::PeekSplit(const std::vector<HashPair>& hashes, int64_t
       std::min(num_tokens, static_cast<int64_t>(hashes.size()) * hash_block_size_);
   const int64_t end = HitEnd(hashes, tokens, gpu_hit, now, nullptr);
   if (end > gpu_hit) SplitByTier(hashes, gpu_hit, end, now, split);
+}
+
+bool OffloadingConnector::EverHeld(uint64_t key) const {
+  for (const auto& tier : tiers_) {
+    if (tier->EverHeld(key)) return true;
+  }
+  return false;
+}
+
+void OffloadingConnector::EnableMissAttribution(int64_t max_record_keys) {
+  for (auto& tier : tiers_) tier->RememberEvictions(max_record_keys);
+}
+
+int64_t OffloadingConnector::StoredEnd(KvRequestHandle h, int64_t num_tokens, int64_t gpu_hit) {
+  const std::vector<HashPair>& hashes = state_->HashesOf(h, num_tokens);
+  return HitEnd(hashes, num_tokens, gpu_hit, /*now=*/0, /*defer=*/nullptr, /*ever_held=*/true);
+}
+
+int64_t OffloadingConnector::ForgottenTierKeys() const {
+  int64_t n = 0;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (!tier_shared_[t] || reports_shared_) n += tiers_[t]->ForgottenEvictions();
+  }
+  return n;
 }
 
 bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Match& match,

@@ -75,6 +75,16 @@ class OffloadingConnector {
   void PeekSplit(const std::vector<HashPair>& hashes, int64_t num_tokens, int64_t gpu_hit,
                  int64_t now, int64_t* split);
 
+  // Miss attribution: the tiers remember the keys they evict (at most `max_record_keys` each, 0:
+  // all), so that StoredEnd can tell a block a tier dropped from one it never stored.
+  void EnableMissAttribution(int64_t max_record_keys);
+  // Where the tiers' hit beyond `gpu_hit` would end had every tier kept every key it ever stored
+  // (the lookup's rules, on what was stored rather than what is held): the tokens past the real
+  // hit and before it were lost to a tier's evictions, those past it were never stored.
+  int64_t StoredEnd(KvRequestHandle h, int64_t num_tokens, int64_t gpu_hit);
+  // Evicted keys the tiers' records forgot (a shared tier counted by the replica that reports it).
+  int64_t ForgottenTierKeys() const;
+
   // The load of the request in progress, if any, ends at; -1 when none.
   int64_t LoadDoneNs(KvRequestHandle h) const;
   bool loads_in_flight() const { return loads_in_flight_ > 0; }
@@ -108,10 +118,13 @@ class OffloadingConnector {
   // A key's first tier that holds it ready (-1: none); *pending when the CPU tier holds it but
   // its write has not landed.
   int TierOf(uint64_t key, int64_t now, bool* pending) const;
+  // Whether some tier holds the key or remembers evicting it.
+  bool EverHeld(uint64_t key) const;
+  // `ever_held`: count a key as present if EverHeld, ready or not (StoredEnd; `defer` null).
   int64_t GroupHit(const GroupRule& r, const std::vector<HashPair>& hashes, int64_t gpu_hit,
-                   int64_t max_hit, int64_t now, bool* defer);
+                   int64_t max_hit, int64_t now, bool* defer, bool ever_held = false);
   int64_t HitEnd(const std::vector<HashPair>& hashes, int64_t num_tokens, int64_t gpu_hit,
-                 int64_t now, bool* defer);
+                 int64_t now, bool* defer, bool ever_held = false);
   template <typename F>
   void ForEachNeededKey(const std::vector<HashPair>& hashes, int64_t gpu_hit, int64_t end,
                         F&& f) const;

@@ -52,6 +52,8 @@ void WriteRequestsCsvHeader(const RequestCsvLayout& layout, std::ostream& out) {
     out << ",gpu_hit_tokens";
     for (const std::string& t : layout.offload_tiers)
       out << "," << absl::AsciiStrToLower(t) << "_hit_tokens";
+    // Of evicted_tokens: what a tier had stored and dropped, and what none stored.
+    out << ",tier_evicted_tokens,tier_not_stored_tokens";
   }
   // A fleet adds the replica that held what was missed as `elsewhere`, the one that served, and
   // the router's regret.
@@ -71,6 +73,11 @@ void WriteRequestCsvRow(const RequestRecord& r, const RequestCsvLayout& layout, 
   if (!layout.offload_tiers.empty()) {
     out << "," << r.gpu_hit_tokens;
     for (size_t t = 0; t < layout.offload_tiers.size(); ++t) out << "," << r.tier_hit_tokens[t];
+    if (r.miss.total() == 0) {
+      out << ",,";
+    } else {
+      out << "," << r.miss.tier_evicted << "," << r.miss.tier_not_stored;
+    }
   }
   if (fleet) {
     out << ",";

@@ -168,6 +168,16 @@ std::string MissCauseTable(const std::vector<ReplayResult>& results,
                        "</td>"),
           [b](const MissTotals& t) { return t.evicted_tokens_by[b]; }, true, -1);
     }
+    const bool tiers = std::any_of(shown.begin(), shown.end(),
+                                   [&](size_t i) { return results[i].miss_causes.tiers; });
+    if (!tiers) continue;
+    row(
+        "<tr data-tier-cause=\"evicted_from_tier\"><td>&emsp;evicted, stored and evicted from a "
+        "tier</td>",
+        [](const MissTotals& t) { return t.tier_evicted_tokens; }, true, -1);
+    row(
+        "<tr data-tier-cause=\"not_stored\"><td>&emsp;evicted, never stored in a tier</td>",
+        [](const MissTotals& t) { return t.tier_not_stored_tokens; }, true, -1);
   }
   row(
       "<tr class=\"total\"><td>tokens looked up</td>",

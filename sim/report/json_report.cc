@@ -95,7 +95,7 @@ nlohmann::ordered_json FleetJson(const FleetSummary& f) {
   return j;
 }
 
-nlohmann::ordered_json MissTotalsJson(const MissCauseStats::Totals& t) {
+nlohmann::ordered_json MissTotalsJson(const MissCauseStats::Totals& t, bool tiers) {
   nlohmann::ordered_json tokens, requests, evicted_by;
   for (int c = 0; c < kNumMissCauses; ++c) {
     const std::string name(MissCauseName(static_cast<MissCause>(c)));
@@ -106,11 +106,16 @@ nlohmann::ordered_json MissTotalsJson(const MissCauseStats::Totals& t) {
     evicted_by[std::string(EvictionBreakerName(static_cast<EvictionBreaker>(b)))] =
         t.evicted_tokens_by[b];
   }
-  return {{"admissions", t.admissions},
-          {"tokens", t.total_tokens()},
-          {"tokens_by_cause", tokens},
-          {"requests_by_cause", requests},
-          {"evicted_tokens_by_breaker", evicted_by}};
+  nlohmann::ordered_json j = {{"admissions", t.admissions},
+                              {"tokens", t.total_tokens()},
+                              {"tokens_by_cause", tokens},
+                              {"requests_by_cause", requests},
+                              {"evicted_tokens_by_breaker", evicted_by}};
+  if (tiers) {
+    j["evicted_tokens_by_tier"] = {{"evicted_from_tier", t.tier_evicted_tokens},
+                                   {"not_stored", t.tier_not_stored_tokens}};
+  }
+  return j;
 }
 
 // The per-request distribution over served requests (first admission); nearest-rank
@@ -206,9 +211,11 @@ nlohmann::ordered_json ReplayResultToJson(const ReplayResult& r, const ReportOpt
       pc.queries > 0 ? static_cast<double>(r.lost_to_alignment_tokens) / pc.queries : 0.0;
   j["lost_to_alignment_per_request"] = LostToAlignmentJson(r);
   if (r.miss_causes.enabled) {
-    j["miss_causes"] = {{"first_admissions", MissTotalsJson(r.miss_causes.first)},
-                        {"preempted_admissions", MissTotalsJson(r.miss_causes.preempted)},
+    const bool tiers = r.miss_causes.tiers;
+    j["miss_causes"] = {{"first_admissions", MissTotalsJson(r.miss_causes.first, tiers)},
+                        {"preempted_admissions", MissTotalsJson(r.miss_causes.preempted, tiers)},
                         {"forgotten_computed_blocks", r.miss_causes.forgotten_blocks}};
+    if (tiers) j["miss_causes"]["forgotten_tier_keys"] = r.miss_causes.forgotten_tier_keys;
   }
   if (r.offload.enabled) j["offload"] = OffloadJson(r);
   j["evicted_blocks"] = r.evicted_blocks;

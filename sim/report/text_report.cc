@@ -97,7 +97,7 @@ std::string FleetSection(const FleetSummary& f, const std::string& policy = "") 
 // re-admissions after a preemption.
 std::string MissCauseSection(const MissCauseStats& m) {
   std::string s;
-  auto table = [&s](const char* title, const MissCauseStats::Totals& t) {
+  auto table = [&s, &m](const char* title, const MissCauseStats::Totals& t) {
     absl::StrAppendFormat(&s, "%s (%d admissions, %d tokens):\n", title, t.admissions,
                           t.total_tokens());
     // A request with tokens of several causes counts under each; the per-request CSV's miss_cause
@@ -117,6 +117,12 @@ std::string MissCauseSection(const MissCauseStats& m) {
     }
     if (!by.empty())
       absl::StrAppend(&s, "  evicted tokens by the group that broke the chain: ", by, "\n");
+    if (m.tiers) {
+      absl::StrAppendFormat(&s,
+                            "  evicted tokens by the offload tiers: %d stored and evicted from a "
+                            "tier, %d never stored in one\n",
+                            t.tier_evicted_tokens, t.tier_not_stored_tokens);
+    }
   };
   table("Why tokens missed, first admissions", m.first);
   if (m.preempted.admissions > 0)
@@ -131,6 +137,14 @@ std::string MissCauseSection(const MissCauseStats& m) {
         "computed then and lost count as elsewhere or compulsory, not evicted. Raise the "
         "bound (0: none) for exact causes.\n",
         m.forgotten_blocks);
+  }
+  if (m.forgotten_tier_keys > 0) {
+    absl::StrAppendFormat(
+        &s,
+        "  APPROXIMATE: to stay within `miss_record_bytes` the offload tiers forgot %d of the "
+        "keys they evicted; tokens whose keys were stored then count as never stored. Raise the "
+        "bound (0: none) for exact causes.\n",
+        m.forgotten_tier_keys);
   }
   return s;
 }

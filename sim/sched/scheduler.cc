@@ -204,7 +204,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch, int64_t now) {
     // The causes are read before AllocateSlots changes the cache, and kept only if it admits.
     MissAttribution miss = req->load_miss;
     const bool attribute = config_.enable_prefix_caching && kv::MissAttributionEnabled(*kv_);
-    if (attribute && !loaded) miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
+    if (attribute && !loaded) miss = AttributeAdmission(req, hit);
     // A fresh prefill reserves the lookahead slots too (vLLM since PR #43733).
     const bool allocated =
         loaded ? kv_->AllocateSlots(req->kv, computed, n, 0, config_.num_lookahead_tokens)
@@ -225,6 +225,7 @@ void Scheduler::Schedule(std::vector<ScheduledSeq>* batch, int64_t now) {
       RecordPrefixLookup(&counters_.prefix_cache, was_preempted, req->num_tokens, computed);
       if (attribute) {
         counters_.miss_causes.enabled = true;
+        counters_.miss_causes.tiers = offload_ != nullptr;
         (was_preempted ? counters_.miss_causes.preempted : counters_.miss_causes.first).Add(miss);
       }
       if (was_preempted) {
@@ -264,8 +265,13 @@ Scheduler::LoadStart Scheduler::TryStartLoad(SimRequest* req, const PrefixHit& h
   if (m.defer) return LoadStart::kDeferred;
   if (m.tokens == 0) return LoadStart::kNone;
   if (config_.reserve_full_isl && !kv_->FullSequenceFits(req->kv)) return LoadStart::kNoRoom;
+  // A hit that reaches the end of the sequence leaves its last token to recompute.
+  const int64_t loaded_tokens = std::min(hit.hit_tokens + m.tokens, req->num_tokens - 1);
   if (kv::MissAttributionEnabled(*kv_)) {
-    req->load_miss = kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
+    // The causes count the tiers' tokens as hit (the hit rate does).
+    PrefixHit whole = hit;
+    whole.hit_tokens = loaded_tokens;
+    req->load_miss = AttributeAdmission(req, whole);
   }
   int64_t done = 0;
   if (!offload_->StartLoad(req->kv, hit.hit_tokens, m, config_.num_lookahead_tokens, now, &done,
@@ -273,8 +279,7 @@ Scheduler::LoadStart Scheduler::TryStartLoad(SimRequest* req, const PrefixHit& h
     return LoadStart::kNoRoom;
   }
   req->load_done_ns = done;
-  // A hit that reaches the end of the sequence leaves its last token to recompute.
-  req->loaded_tokens = std::min(hit.hit_tokens + m.tokens, req->num_tokens - 1);
+  req->loaded_tokens = loaded_tokens;
   if (req->loaded_tokens < hit.hit_tokens + m.tokens) {
     // The recomputed token is the tier's loss; charge it to the last tier in the split.
     for (int t = kMaxOffloadTiers - 1; t >= 0; --t) {
@@ -285,6 +290,15 @@ Scheduler::LoadStart Scheduler::TryStartLoad(SimRequest* req, const PrefixHit& h
     }
   }
   return LoadStart::kStarted;
+}
+
+// The causes of an admission whose whole hit (the GPU's, then any tier's) is `hit`; with tiers,
+// its evicted tokens split by whether a tier had stored them, from the request's GPU hit.
+MissAttribution Scheduler::AttributeAdmission(SimRequest* req, const PrefixHit& hit) {
+  if (offload_ == nullptr) return kv::AttributeMiss(*kv_, req->kv, hit, req->sighting);
+  return kv::AttributeMiss(*kv_, req->kv, hit, req->sighting, [&] {
+    return offload_->StoredEnd(req->kv, req->num_tokens, req->lookup_gpu_hit);
+  });
 }
 
 void Scheduler::RemoveFinished() {

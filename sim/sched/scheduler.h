@@ -203,6 +203,7 @@ class Scheduler {
   // A waiting request whose lookup found a tier hit: blocks allocated and its load started.
   enum class LoadStart { kNone, kStarted, kDeferred, kNoRoom };
   LoadStart TryStartLoad(SimRequest* req, const PrefixHit& hit, int64_t now);
+  MissAttribution AttributeAdmission(SimRequest* req, const PrefixHit& hit);
 
   SchedulerConfig config_;
   KvCacheManager* kv_;
