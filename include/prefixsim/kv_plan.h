@@ -35,6 +35,12 @@ struct KvGroup {
   // num_speculative_tokens; docs/semantics.md §2.3, §10.1). 0 otherwise.
   int num_speculative_blocks = 0;
   bool drafter() const { return num_drafter_layers > 0; }
+  // Flagged for its own drafter MLA layers (vLLM's _annotate_eagle_groups), rather than by the
+  // coordinator's fallback that flags every group when none is: the offloading connector drops a
+  // block only for these (vLLM PR #52771 removed its all-groups fallback).
+  bool annotated_eagle_group() const {
+    return is_eagle_group && kind == LayerKind::kMla && drafter();
+  }
 };
 
 // vLLM's startup memory check (docs/semantics.md §1, §2.3, §6.4): one request of max_model_len must

@@ -46,7 +46,7 @@ OffloadingConnector::OffloadingConnector(const KvPlan& plan, const EngineConfig&
     r.group = static_cast<int>(g);
     r.block = group.block_size;
     r.ratio = group.block_size / hash_block_size_;
-    r.eagle = group.is_eagle_group;
+    r.eagle = group.annotated_eagle_group();
     r.bytes = rank_bytes * ranks;
     r.rank_bytes = rank_bytes;
     // vLLM's get_sliding_window_size_in_chunks: a window in blocks; a mamba state is a window

@@ -102,7 +102,7 @@ class OffloadingConnector {
     int64_t block = 0;       // tokens per key
     int64_t ratio = 0;       // block / H
     int64_t window = 0;      // keys a hit must end with; 0 for full attention
-    bool eagle = false;      // needs one more block, dropped (vLLM's unverified EAGLE group)
+    bool eagle = false;      // needs one more block, dropped (an annotated EAGLE group)
     int64_t bytes = 0;       // the group's real bytes per key, all ranks
     int64_t rank_bytes = 0;  // per rank (what one GPU's link carries)
   };
