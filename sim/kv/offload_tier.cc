@@ -1,6 +1,7 @@
 #include "sim/kv/offload_tier.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <utility>
 
@@ -24,43 +25,104 @@ OffloadTier::OffloadTier(std::string medium, int64_t capacity_bytes, double read
       read_link_(read_bytes_per_s),
       write_link_(write_bytes_per_s) {
   PREFIXSIM_CHECK(capacity_bytes_ >= 0);
+  ResizeIndex(64);
+}
+
+void OffloadTier::ResizeIndex(size_t num_slots) {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(num_slots, Slot{});
+  slot_mask_ = num_slots - 1;
+  slot_shift_ = 64 - std::countr_zero(num_slots);
+  filter_shift_ = slot_shift_ - kFilterBitsPerSlotLog2;
+  for (const Slot& s : old) {
+    if (s.entry == kNil) continue;
+    size_t i = HomeSlot(s.key);
+    while (slots_[i].entry != kNil) i = (i + 1) & slot_mask_;
+    slots_[i] = s;
+  }
+  RebuildFilter();
+}
+
+void OffloadTier::RebuildFilter() {
+  filter_.assign((slots_.size() << kFilterBitsPerSlotLog2) / 64, 0);
+  for (const Slot& s : slots_) {
+    if (s.entry == kNil) continue;
+    const uint64_t bit = FilterBit(s.key);
+    filter_[bit >> 6] |= uint64_t{1} << (bit & 63);
+  }
+  filter_stale_ = 0;
+}
+
+bool OffloadTier::Index(uint64_t key, uint32_t e) {
+  // At most half full, so that probes, and the shifts after an erase, stay short.
+  if (2 * (static_cast<size_t>(num_keys_) + 1) > slots_.size()) ResizeIndex(2 * slots_.size());
+  size_t i = HomeSlot(key);
+  for (; slots_[i].entry != kNil; i = (i + 1) & slot_mask_) {
+    if (slots_[i].key == key) return false;
+  }
+  slots_[i] = Slot{key, e};
+  num_keys_ += 1;
+  const uint64_t bit = FilterBit(key);
+  filter_[bit >> 6] |= uint64_t{1} << (bit & 63);
+  return true;
+}
+
+void OffloadTier::Unindex(uint32_t e) {
+  size_t hole = HomeSlot(entries_[e].key);
+  while (slots_[hole].entry != e) hole = (hole + 1) & slot_mask_;
+  // Backward shift instead of a tombstone: each key after the hole, up to the next empty slot,
+  // moves into it unless that would put it before its home slot; probes then stay as short as
+  // if the key had never been there.
+  for (size_t j = (hole + 1) & slot_mask_; slots_[j].entry != kNil; j = (j + 1) & slot_mask_) {
+    const size_t home = HomeSlot(slots_[j].key);
+    if (((j - home) & slot_mask_) >= ((j - hole) & slot_mask_)) {
+      slots_[hole] = slots_[j];
+      hole = j;
+    }
+  }
+  slots_[hole].entry = kNil;
+  num_keys_ -= 1;
+  // A bit may be another key's too, so it stays; once the stale bits could rival the live ones
+  // (the index is at most half full), the filter starts afresh.
+  filter_stale_ += 1;
+  if (2 * static_cast<size_t>(filter_stale_) >= slots_.size()) RebuildFilter();
 }
 
 OffloadTier::Presence OffloadTier::Find(uint64_t key, int64_t now) const {
-  auto it = index_.find(key);
-  if (it == index_.end()) return Presence::kAbsent;
-  return entries_[it->second].ready_ns <= now ? Presence::kReady : Presence::kPending;
+  const uint32_t e = EntryOf(key);
+  if (e == kNil) return Presence::kAbsent;
+  return entries_[e].ready_ns <= now ? Presence::kReady : Presence::kPending;
 }
 
 bool OffloadTier::Pinned(uint64_t key) const {
-  auto it = index_.find(key);
-  return it != index_.end() && entries_[it->second].pins > 0;
+  const uint32_t e = EntryOf(key);
+  return e != kNil && entries_[e].pins > 0;
 }
 
 void OffloadTier::Unlink(uint32_t e) {
-  Entry& x = entries_[e];
-  if (x.prev != kNil) entries_[x.prev].next = x.next;
-  if (x.next != kNil) entries_[x.next].prev = x.prev;
+  Links& x = links_[e];
+  if (x.prev != kNil) links_[x.prev].next = x.next;
+  if (x.next != kNil) links_[x.next].prev = x.prev;
   if (oldest_ == e) oldest_ = x.next;
   if (newest_ == e) newest_ = x.prev;
   x.prev = x.next = kNil;
 }
 
 void OffloadTier::LinkNewest(uint32_t e) {
-  Entry& x = entries_[e];
+  Links& x = links_[e];
   x.prev = newest_;
   x.next = kNil;
-  if (newest_ != kNil) entries_[newest_].next = e;
+  if (newest_ != kNil) links_[newest_].next = e;
   newest_ = e;
   if (oldest_ == kNil) oldest_ = e;
 }
 
 void OffloadTier::Touch(absl::Span<const uint64_t> keys) {
   for (size_t i = keys.size(); i-- > 0;) {
-    auto it = index_.find(keys[i]);
-    if (it == index_.end()) continue;
-    Unlink(it->second);
-    LinkNewest(it->second);
+    const uint32_t e = EntryOf(keys[i]);
+    if (e == kNil || e == newest_) continue;
+    Unlink(e);
+    LinkNewest(e);
   }
 }
 
@@ -72,7 +134,7 @@ void OffloadTier::Evict(uint32_t e, KvEventSink* sink) {
   counters_.evicted_blocks += 1;
   if (!x.loaded) counters_.evicted_never_loaded += 1;
   if (evictions_ != nullptr) evictions_->Add(x.key);
-  index_.erase(x.key);
+  Unindex(e);
   free_entries_.push_back(e);
 }
 
@@ -81,10 +143,11 @@ bool OffloadTier::Store(absl::Span<const TierBlock> blocks, int64_t ready_ns, Kv
   // store's own keys) and skipped when inserting.
   int64_t needed = 0;
   flagged_.clear();
+  for (const TierBlock& b : blocks) Prefetch(b.key);
   for (const TierBlock& b : blocks) {
-    if (auto it = index_.find(b.key); it != index_.end()) {
-      entries_[it->second].protected_now = true;
-      flagged_.push_back(it->second);
+    if (const uint32_t e = EntryOf(b.key); e != kNil) {
+      entries_[e].protected_now = true;
+      flagged_.push_back(e);
     } else {
       needed += b.bytes;
     }
@@ -95,10 +158,23 @@ bool OffloadTier::Store(absl::Span<const TierBlock> blocks, int64_t ready_ns, Kv
     // unless enough room can be made.
     victims_.clear();
     int64_t freed = 0;
+    // The walk waits on each entry it reads; asking for the entries a few links ahead lets their
+    // misses overlap.
+    constexpr int kPrefetchAhead = 4;
+    uint32_t ahead = oldest_;
+    for (int k = 0; k < kPrefetchAhead && ahead != kNil; ++k) {
+      __builtin_prefetch(&entries_[ahead]);
+      ahead = links_[ahead].next;
+    }
     for (uint32_t e = oldest_; e != kNil && used_bytes_ - freed + needed > capacity_bytes_;
-         e = entries_[e].next) {
+         e = links_[e].next) {
+      if (ahead != kNil) {
+        __builtin_prefetch(&entries_[ahead]);
+        ahead = links_[ahead].next;
+      }
       const Entry& x = entries_[e];
       if (x.pins > 0 || x.protected_now) continue;
+      Prefetch(x.key);  // for Evict
       victims_.push_back(e);
       freed += x.bytes;
     }
@@ -113,15 +189,14 @@ bool OffloadTier::Store(absl::Span<const TierBlock> blocks, int64_t ready_ns, Kv
     for (const TierBlock& b : blocks) {
       const uint32_t e =
           free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
-      const auto [it, inserted] = index_.try_emplace(b.key, e);
-      if (!inserted) continue;
+      if (!Index(b.key, e)) continue;
       if (free_entries_.empty()) {
         entries_.emplace_back();
+        links_.emplace_back();
       } else {
         free_entries_.pop_back();
       }
-      entries_[e] =
-          Entry{b.key, b.bytes, b.block_hash, b.group, ready_ns, 0, false, false, kNil, kNil};
+      entries_[e] = Entry{b.key, b.bytes, b.block_hash, ready_ns, b.group, 0, false, false};
       LinkNewest(e);
       used_bytes_ += b.bytes;
       counters_.stored_blocks += 1;
@@ -134,27 +209,27 @@ bool OffloadTier::Store(absl::Span<const TierBlock> blocks, int64_t ready_ns, Kv
 }
 
 void OffloadTier::Pin(uint64_t key) {
-  auto it = index_.find(key);
-  PREFIXSIM_CHECK(it != index_.end());
-  Entry& x = entries_[it->second];
+  const uint32_t e = EntryOf(key);
+  PREFIXSIM_CHECK(e != kNil);
+  Entry& x = entries_[e];
   x.pins += 1;
   x.loaded = true;
   counters_.loaded_blocks += 1;
 }
 
 void OffloadTier::Unpin(uint64_t key) {
-  auto it = index_.find(key);
-  PREFIXSIM_CHECK(it != index_.end() && entries_[it->second].pins > 0);
-  entries_[it->second].pins -= 1;
+  const uint32_t e = EntryOf(key);
+  PREFIXSIM_CHECK(e != kNil && entries_[e].pins > 0);
+  entries_[e].pins -= 1;
 }
 
 void OffloadTier::MarkLoaded(uint64_t key) {
-  if (auto it = index_.find(key); it != index_.end()) entries_[it->second].loaded = true;
+  if (const uint32_t e = EntryOf(key); e != kNil) entries_[e].loaded = true;
 }
 
 int64_t OffloadTier::HeldNeverLoaded() const {
   int64_t n = 0;
-  for (const auto& [key, e] : index_) n += entries_[e].loaded ? 0 : 1;
+  for (const Slot& s : slots_) n += s.entry != kNil && !entries_[s.entry].loaded ? 1 : 0;
   return n;
 }
 

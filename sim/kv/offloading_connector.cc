@@ -97,7 +97,10 @@ OffloadingConnector::OffloadingConnector(const KvPlan& plan, const EngineConfig&
 }
 
 OffloadingConnector::RequestOffload& OffloadingConnector::State(KvRequestHandle h) {
-  if (requests_.size() <= h.slot) requests_.resize(h.slot + 1);
+  if (requests_.size() <= h.slot) {
+    requests_.resize(h.slot + 1);
+    next_store_tokens_.resize(h.slot + 1, 0);
+  }
   RequestOffload& st = requests_[h.slot];
   if (st.next_store.size() != rules_.size()) st.next_store.assign(rules_.size(), 0);
   return st;
@@ -327,7 +330,7 @@ bool OffloadingConnector::StartLoad(KvRequestHandle h, int64_t gpu_hit, const Ma
   stats_.load_wait_ns += done - now;
   // Storing resumes past the loaded hit (vLLM's next_stored_chunk_idx after a load).
   std::fill(st.next_store.begin(), st.next_store.end(), 0);
-  SetNextStore(st, end, /*round_up=*/true);
+  SetNextStore(h, end, /*round_up=*/true);
   *done_ns = done;
   return true;
 }
@@ -345,17 +348,19 @@ void OffloadingConnector::FinishLoad(KvRequestHandle h, int64_t num_computed_tok
 void OffloadingConnector::ResetStores(KvRequestHandle h) {
   RequestOffload& st = State(h);
   std::fill(st.next_store.begin(), st.next_store.end(), 0);
-  SetNextStore(st, 0, false);
+  SetNextStore(h, 0, false);
 }
 
 // Moves every rule's next block to store up to the one at `tokens` (its first block past them
 // with `round_up`, else the one containing them).
-void OffloadingConnector::SetNextStore(RequestOffload& st, int64_t tokens, bool round_up) {
-  st.next_store_tokens = INT64_MAX;
+void OffloadingConnector::SetNextStore(KvRequestHandle h, int64_t tokens, bool round_up) {
+  RequestOffload& st = requests_[h.slot];
+  int64_t& next_store_tokens = next_store_tokens_[h.slot];
+  next_store_tokens = INT64_MAX;
   for (size_t i = 0; i < rules_.size(); ++i) {
     const int64_t b = rules_[i].block;
     st.next_store[i] = std::max(st.next_store[i], round_up ? CeilDivide(tokens, b) : tokens / b);
-    st.next_store_tokens = std::min(st.next_store_tokens, (st.next_store[i] + 1) * b);
+    next_store_tokens = std::min(next_store_tokens, (st.next_store[i] + 1) * b);
   }
 }
 
@@ -376,10 +381,12 @@ bool OffloadingConnector::HeldOnGpu(KvRequestHandle h, int group, int64_t block)
 
 void OffloadingConnector::StoreAfterStep(KvRequestHandle h, int64_t computed_end,
                                          int64_t prompt_tokens, int64_t step_end_ns) {
-  RequestOffload& st = State(h);
   const int64_t offloadable =
       config_.offload_prompt_only ? std::min(computed_end, prompt_tokens) : computed_end;
-  if (offloadable < st.next_store_tokens) return;
+  // Every running request comes here after every step, and most have nothing to store: answer
+  // those before State, which may have to make the request's state first.
+  if (h.slot < next_store_tokens_.size() && offloadable < next_store_tokens_[h.slot]) return;
+  RequestOffload& st = State(h);
   const std::vector<HashPair>& hashes = state_->HashesOf(h, offloadable);
   // The CPU tier's blocks cost a slot each; each secondary tier's, the group's real bytes.
   blocks_.clear();
@@ -388,7 +395,8 @@ void OffloadingConnector::StoreAfterStep(KvRequestHandle h, int64_t computed_end
   int64_t rank_bytes = 0;
   for (size_t i = 0; i < rules_.size(); ++i) {
     const GroupRule& r = rules_[i];
-    for (int64_t c = st.next_store[i]; c < offloadable / r.block; ++c) {
+    const int64_t full_blocks = offloadable / r.block;
+    for (int64_t c = st.next_store[i]; c < full_blocks; ++c) {
       if (!HeldOnGpu(h, r.group, c)) continue;
       const uint64_t hash = hashes[(c + 1) * r.ratio - 1].hash;
       const uint64_t key = OffloadKey(hash, r.group);
@@ -412,22 +420,22 @@ void OffloadingConnector::StoreAfterStep(KvRequestHandle h, int64_t computed_end
     for (const TierBlock& b : real_blocks_) cpu.stored_bytes += b.bytes;
     // The secondary tiers are written through from CPU memory, each at its own rate.
     for (size_t t = 1; t < tiers_.size(); ++t) {
-      std::vector<TierBlock> blocks;
+      tier_blocks_.clear();
       int64_t tier_rank_bytes = 0, tier_bytes = 0;
       for (size_t k = 0; k < real_blocks_.size(); ++k) {
         if (tiers_[t]->Contains(real_blocks_[k].key)) continue;
-        blocks.push_back(real_blocks_[k]);
+        tier_blocks_.push_back(real_blocks_[k]);
         tier_bytes += real_blocks_[k].bytes;
         tier_rank_bytes += rank_bytes_[k];
       }
-      if (blocks.empty()) continue;
+      if (tier_blocks_.empty()) continue;
       const int64_t landed = tiers_[t]->write_link().Transfer(tier_rank_bytes, ready);
-      if (!tiers_[t]->Store(blocks, landed, EventSink())) continue;
-      stats_.tiers[t].stored_blocks += static_cast<int64_t>(blocks.size());
+      if (!tiers_[t]->Store(tier_blocks_, landed, EventSink())) continue;
+      stats_.tiers[t].stored_blocks += static_cast<int64_t>(tier_blocks_.size());
       stats_.tiers[t].stored_bytes += tier_bytes;
     }
   }
-  SetNextStore(st, offloadable, /*round_up=*/false);
+  SetNextStore(h, offloadable, /*round_up=*/false);
 }
 
 OffloadStats OffloadingConnector::Stats() const {

@@ -107,10 +107,7 @@ class OffloadingConnector {
     int64_t rank_bytes = 0;  // per rank (what one GPU's link carries)
   };
   struct RequestOffload {
-    std::vector<int64_t> next_store;  // per rule: the first block not yet stored
-    // The fewest tokens at which some rule has a whole block to store: a step below it has
-    // nothing to do (most steps: decodes past the prompt).
-    int64_t next_store_tokens = 0;
+    std::vector<int64_t> next_store;               // per rule: the first block not yet stored
     std::vector<std::pair<int, uint64_t>> pinned;  // (tier, key) read by the load in progress
     int64_t load_done_ns = -1;
   };
@@ -133,7 +130,7 @@ class OffloadingConnector {
   RequestOffload& State(KvRequestHandle h);
   bool HeldOnGpu(KvRequestHandle h, int group, int64_t block) const;
   KvEventSink* EventSink() const;
-  void SetNextStore(RequestOffload& st, int64_t tokens, bool round_up);
+  void SetNextStore(KvRequestHandle h, int64_t tokens, bool round_up);
   int64_t CpuSlotBytes(int64_t group_bytes) const;
 
   KvOffloadConfig config_;
@@ -148,10 +145,14 @@ class OffloadingConnector {
   bool reports_shared_ = true;
   std::unique_ptr<LookupTracker> tracker_;  // store_threshold >= 2
   std::vector<RequestOffload> requests_;    // by KvRequestHandle slot
+  // By slot, the fewest tokens at which some rule has a whole block to store: a step below it
+  // has nothing to do (most steps: decodes past the prompt). Apart from requests_, so that the
+  // check every running request makes after every step reads a few dense lines.
+  std::vector<int64_t> next_store_tokens_;
   int64_t loads_in_flight_ = 0;
   OffloadStats stats_;
   std::vector<uint64_t> keys_;  // scratch
-  std::vector<TierBlock> blocks_, real_blocks_;
+  std::vector<TierBlock> blocks_, real_blocks_, tier_blocks_;
   std::vector<int64_t> rank_bytes_;
 };
 
