@@ -182,6 +182,9 @@ bool OffloadTier::Store(absl::Span<const TierBlock> blocks, int64_t ready_ns, Kv
       counters_.store_failures += 1;
       stored = false;
     } else {
+      if (evictions_ != nullptr) {
+        for (uint32_t e : victims_) evictions_->Prefetch(entries_[e].key);
+      }
       for (uint32_t e : victims_) Evict(e, sink);
     }
   }
@@ -238,16 +241,12 @@ void OffloadTier::RememberEvictions(int64_t max_keys) {
 }
 
 void EvictionRecord::Add(uint64_t key) {
-  times_[key] += 1;
-  order_.push_back(key);
-  if (max_keys_ <= 0 || static_cast<int64_t>(order_.size()) <= max_keys_) return;
-  const uint64_t oldest = order_.front();
-  order_.pop_front();
-  auto it = times_.find(oldest);
-  if (--it->second == 0) {
-    times_.erase(it);
-    forgotten_ += 1;
+  if (static_cast<int64_t>(current_.size()) >= generation_keys_ && !current_.contains(key)) {
+    forgotten_ += static_cast<int64_t>(previous_.size());
+    previous_ = std::move(current_);
+    current_.clear();
   }
+  current_.insert(key);
 }
 
 void LookupTracker::Count(uint64_t key) {

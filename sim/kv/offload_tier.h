@@ -5,6 +5,7 @@
 #ifndef PREFIXSIM_SIM_KV_OFFLOAD_TIER_H_
 #define PREFIXSIM_SIM_KV_OFFLOAD_TIER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/types/span.h"
 #include "prefixsim/kv_event_sink.h"
 
@@ -39,19 +41,24 @@ struct TierBlock {
 };
 
 // The keys a tier has evicted, for miss attribution (a block it dropped against one it never
-// stored): the most recent `max_keys` (0: no bound), the older ones forgotten and counted.
+// stored), in two generations of `max_keys` / 2 keys each (0: no bound): when the current one is
+// full the older is forgotten whole, which costs nothing per key (a queue of evictions forgotten
+// one by one cost a seventh of a tiered replay). Plain hash sets of 8-byte keys rather than the
+// pool's PrefixIndex: growing those mapped fresh pages whose clearing cost a fifth of the replay.
 class EvictionRecord {
  public:
-  explicit EvictionRecord(int64_t max_keys) : max_keys_(max_keys) {}
+  explicit EvictionRecord(int64_t max_keys)
+      : generation_keys_(max_keys > 0 ? std::max<int64_t>(1, max_keys / 2) : INT64_MAX) {}
   void Add(uint64_t key);
-  bool Contains(uint64_t key) const { return times_.contains(key); }
+  bool Contains(uint64_t key) const { return current_.contains(key) || previous_.contains(key); }
+  // Add(key) soon: a tier evicts its victims together, so their misses can overlap.
+  void Prefetch(uint64_t key) const { current_.prefetch(key); }
   int64_t forgotten() const { return forgotten_; }
 
  private:
-  int64_t max_keys_;
+  int64_t generation_keys_;
   int64_t forgotten_ = 0;
-  absl::flat_hash_map<uint64_t, int32_t> times_;  // key -> evictions remembered
-  std::deque<uint64_t> order_;                    // the remembered evictions, oldest first
+  absl::flat_hash_set<uint64_t> current_, previous_;
 };
 
 // The keys of one tier, least recently used first. A key (a block hash and its group,

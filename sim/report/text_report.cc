@@ -406,6 +406,14 @@ std::string ComparisonReportText(const std::vector<ReplayResult>& results) {
       row(
           name.c_str(), [c](R r) { return static_cast<double>(r.miss_causes.first.tokens[c]); }, 0);
     }
+    if (std::all_of(results.begin(), results.end(), [](R r) { return r.miss_causes.tiers; })) {
+      row(
+          "miss: evicted from a tier",
+          [](R r) { return static_cast<double>(r.miss_causes.first.tier_evicted_tokens); }, 0);
+      row(
+          "miss: evicted, never in a tier",
+          [](R r) { return static_cast<double>(r.miss_causes.first.tier_not_stored_tokens); }, 0);
+    }
   }
   row(
       "hit alignment A", [](R r) { return static_cast<double>(r.plan.hit_alignment); }, 0);

@@ -155,6 +155,9 @@ TEST(OffloadMissCausesTest, ReportsShowTheSplitOnlyWithTiers) {
   EXPECT_NE(ReplayReportText(tiers).find("48 stored and evicted from a tier, 0 never stored"),
             std::string::npos);
   EXPECT_EQ(ReplayReportText(plain).find("offload tiers"), std::string::npos);
+  EXPECT_NE(ComparisonReportText({tiers, tiers}).find("miss: evicted from a tier"),
+            std::string::npos);
+  EXPECT_EQ(ComparisonReportText({plain, plain}).find("from a tier"), std::string::npos);
 }
 
 }  // namespace

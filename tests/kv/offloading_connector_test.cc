@@ -112,6 +112,28 @@ TEST(OffloadingConnectorTest, FullAttentionTakesConsecutiveBlocksFromTheGpuHit) 
   EXPECT_EQ(f.offload->Lookup(f.h, 64, 32, 0).tokens, 32);
 }
 
+// Only a group flagged for its own drafter MLA layers asks for one block more and drops it (vLLM
+// PR #52771); groups the coordinator flags because none was (a sliding-window drafter) do not.
+// MLA and a 32-token window at block 16, every key of a 97-token prompt in the tier.
+TEST(OffloadingConnectorTest, OnlyAnAnnotatedEagleGroupDropsABlock) {
+  KvPlan plan =
+      Plan({Group(LayerKind::kMla, 16), Group(LayerKind::kSlidingWindow, 16, 32)}, 64, 16, 16, 16);
+  plan.groups[1].num_drafter_layers = 1;  // a sliding-window drafter: the fallback flags both
+  for (KvGroup& g : plan.groups) g.is_eagle_group = true;
+  auto lookup = [](const KvPlan& p) {
+    Fixture f(p, Offloading(64), Iota(97));
+    for (int g = 0; g < 2; ++g) {
+      for (int b = 0; b < 6; ++b) f.Put(g, b, 16);
+    }
+    return f.offload->Lookup(f.h, 97, 0, 0).tokens;
+  };
+  EXPECT_EQ(lookup(plan), 96);
+  // A drafter MLA group is annotated: it needs block 6, which a 97-token prompt does not have.
+  plan.groups[0].num_drafter_layers = 1;
+  plan.groups[1].is_eagle_group = false;
+  EXPECT_EQ(lookup(plan), 80);
+}
+
 // A block whose write has not landed defers the request (vLLM's HIT_PENDING) instead of missing.
 TEST(OffloadingConnectorTest, ABlockStillBeingWrittenDefersTheLookup) {
   const KvPlan plan = testing_kv::Unitary(LayerKind::kFullAttention, 16, 64);

@@ -208,5 +208,10 @@ def test_offload_tiers_split_the_hit(repo):
     served = requests[requests["skipped"].isna()]
     assert (served["gpu_hit_tokens"] + served["cpu_hit_tokens"] == served["hit_tokens"]).all()
     assert requests["cpu_hit_tokens"].sum() == offload["tiers"][0]["hit_tokens"] > 0
+    # The causes count the tier's tokens as hits, and split what was evicted by the tier's fate.
+    assert result.miss_causes["hit"] == result.summary["prefix_cache"]["hits"]
+    attributed = served[served["miss_cause"].notna()]
+    split = attributed["tier_evicted_tokens"] + attributed["tier_not_stored_tokens"]
+    assert (split == attributed["evicted_tokens"]).all()
     with pytest.raises(ValueError, match="kv_offload_slot_sizing"):
         prefixsim.replay(repo / CHAT, *KIMI, kv_offloading_size=4, kv_offload_slot_sizing="bogus")
