@@ -24,11 +24,13 @@ TEST(TierCapacityCurveTest, AReplayedTierFollowsAnalyzesLruCurve) {
   const fs::path dir = fs::temp_directory_path() / ("tier_curve_" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string chat = std::string(PREFIXSIM_SOURCE_DIR) + "/traces/sample_chat.jsonl";
-  const std::string replay = "replay --model llama-3.1-8b --engine llama-3.1-8b --policy new "
-                             "--num-gpu-blocks 1000 --time-scale 4 --no-progress --trace " +
-                             chat;
-  ASSERT_EQ(RunCli(replay + " --kv-offloading-size 16 --json " + (dir / "tier.json").string()).exit_code,
-            0);
+  const std::string replay =
+      "replay --model llama-3.1-8b --engine llama-3.1-8b --policy new "
+      "--num-gpu-blocks 1000 --time-scale 4 --no-progress --trace " +
+      chat;
+  ASSERT_EQ(
+      RunCli(replay + " --kv-offloading-size 16 --json " + (dir / "tier.json").string()).exit_code,
+      0);
   ASSERT_EQ(RunCli(replay + " --json " + (dir / "gpu.json").string()).exit_code, 0);
   ASSERT_EQ(RunCli("analyze --trace " + chat + " --block-tokens 16 --capacity-blocks 1000,8192 " +
                    "--json " + (dir / "analyze.json").string())
