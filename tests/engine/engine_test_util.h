@@ -63,6 +63,13 @@ inline EngineConfig SmallEngine(int64_t budget, double step_us = 1000) {
   return e;
 }
 
+// SmallEngine with a CPU tier of `slots` 1 KiB slots (one block of a one-group test plan each).
+inline EngineConfig WithCpuTier(double slots) {
+  EngineConfig e = SmallEngine(8192);
+  e.kv_offload.kv_offloading_size_gib = slots * 1024.0 / (1LL << 30);
+  return e;
+}
+
 inline ReplayResult MustReplay(const KvPlan& plan, const EngineConfig& engine,
                                std::vector<Request> requests, uint64_t seed = 0) {
   VectorTrace trace(std::move(requests));

@@ -19,16 +19,17 @@ namespace {
 using testing_engine::MustReplay;
 using testing_engine::Req;
 using testing_engine::SmallEngine;
+using testing_engine::WithCpuTier;
 using testing_kv::Concat;
 using testing_kv::Iota;
 using testing_kv::Unitary;
 
-constexpr double kSlotGib = 1024.0 / (1LL << 30);
-
-EngineConfig WithCpuTier(double slots) {
-  EngineConfig e = SmallEngine(8192);
-  e.kv_offload.kv_offloading_size_gib = slots * kSlotGib;
-  return e;
+// With 4 usable GPU blocks and 4 CPU slots: r0 = A (64 tokens); r1 = 64 other tokens pushes A
+// out of both; r2 = A's first 48 tokens + 16 new ones.
+std::vector<Request> PrefixPushedOutOfBoth() {
+  const std::vector<uint32_t> a = Iota(64);
+  return {Req(0, 0, a, 1), Req(1, 5, Iota(64, 1000), 1),
+          Req(2, 10, Concat(std::vector<uint32_t>(a.begin(), a.begin() + 48), Iota(16, 5000)), 1)};
 }
 
 // r0 = A (64 tokens); r1 = 128 other tokens takes all 8 GPU blocks; r2 = A + 16 new tokens. On the
@@ -60,10 +61,7 @@ TEST(OffloadMissCausesTest, ATiersTokensAreHits) {
 // in the tier and evicted from it. A file-system tier behind it keeps them: then they are hits.
 TEST(OffloadMissCausesTest, TokensATierDroppedAreEvictedFromTheTier) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 5);
-  const std::vector<uint32_t> a = Iota(64);
-  const std::vector<Request> reqs = {
-      Req(0, 0, a, 1), Req(1, 5, Iota(64, 1000), 1),
-      Req(2, 10, Concat(std::vector<uint32_t>(a.begin(), a.begin() + 48), Iota(16, 5000)), 1)};
+  const std::vector<Request> reqs = PrefixPushedOutOfBoth();
   const ReplayResult r = MustReplay(plan, WithCpuTier(4), reqs);
   const MissAttribution& m = r.per_request[2].miss;
   EXPECT_EQ(r.per_request[2].hit_tokens, 0);
@@ -113,10 +111,7 @@ TEST(OffloadMissCausesTest, TokensBelowTheStoreThresholdWereNeverStored) {
 // stored, and the report says how many keys were forgotten.
 TEST(OffloadMissCausesTest, AFullRecordForgetsOlderEvictions) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 5);
-  const std::vector<uint32_t> a = Iota(64);
-  testing_engine::VectorTrace trace(
-      {Req(0, 0, a, 1), Req(1, 5, Iota(64, 1000), 1),
-       Req(2, 10, Concat(std::vector<uint32_t>(a.begin(), a.begin() + 48), Iota(16, 5000)), 1)});
+  testing_engine::VectorTrace trace(PrefixPushedOutOfBoth());
   ReplayOptions options;
   options.check_invariants = true;
   options.miss_record_bytes = 1;  // the smallest record: 2 keys
@@ -132,10 +127,7 @@ TEST(OffloadMissCausesTest, AFullRecordForgetsOlderEvictions) {
 // The reports carry the split where tiers are on, and only there.
 TEST(OffloadMissCausesTest, ReportsShowTheSplitOnlyWithTiers) {
   const KvPlan plan = Unitary(LayerKind::kFullAttention, 16, 5);
-  const std::vector<uint32_t> a = Iota(64);
-  const std::vector<Request> reqs = {
-      Req(0, 0, a, 1), Req(1, 5, Iota(64, 1000), 1),
-      Req(2, 10, Concat(std::vector<uint32_t>(a.begin(), a.begin() + 48), Iota(16, 5000)), 1)};
+  const std::vector<Request> reqs = PrefixPushedOutOfBoth();
   const ReplayResult tiers = MustReplay(plan, WithCpuTier(4), reqs);
   const ReplayResult plain = MustReplay(plan, SmallEngine(8192), reqs);
 

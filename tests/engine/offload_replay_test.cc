@@ -15,18 +15,12 @@ namespace {
 using testing_engine::MustReplay;
 using testing_engine::Req;
 using testing_engine::SmallEngine;
+using testing_engine::WithCpuTier;
 using testing_kv::Concat;
 using testing_kv::Iota;
 using testing_kv::Unitary;
 
 constexpr int64_t kMs = 1'000'000;
-constexpr double kSlotGib = 1024.0 / (1LL << 30);
-
-EngineConfig WithCpuTier(double slots) {
-  EngineConfig e = SmallEngine(8192);
-  e.kv_offload.kv_offloading_size_gib = slots * kSlotGib;
-  return e;
-}
 
 // r0 = A (64 tokens) at 0; r1 = 128 other tokens at 5 ms takes all 8 GPU blocks, evicting A; r2 =
 // A + 16 new tokens at 10 ms. Without a tier r2 misses; with one, A's 4 blocks come back from CPU
